@@ -1,0 +1,267 @@
+package policies
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// The schema. Every key is required except description and [env]: a policy
+// states all of its limits, so nothing depends on a default hidden in code.
+var (
+	topKeys     = []string{"description", "python", "limits", "filesystem", "env"}
+	sectionKeys = map[string][]string{
+		"python":     {"interpreter", "host_paths"},
+		"limits":     {"timeout", "output_limit"},
+		"filesystem": {"tmp_size", "shm_size"},
+	}
+	sectionOrder = []string{"python", "limits", "filesystem"}
+
+	// allowed is the "(allowed: ...)" text for each leaf key.
+	allowed = map[string]string{
+		"description":         "any string",
+		"python.interpreter":  `an absolute, clean host path such as "/usr/bin/python3.11"`,
+		"python.host_paths":   `an array of absolute, clean host paths such as ["/usr/lib/python3.11"]`,
+		"limits.timeout":      timeoutRange.String(),
+		"limits.output_limit": outputRange.String(),
+		"filesystem.tmp_size": tmpfsRange.String(),
+		"filesystem.shm_size": tmpfsRange.String(),
+	}
+	// example is a line to paste when a required key is missing.
+	example = map[string]string{
+		"python.interpreter":  `interpreter = "/usr/bin/python3.11"`,
+		"python.host_paths":   `host_paths = ["/usr/lib/python3.11"]`,
+		"limits.timeout":      `timeout = "30s"`,
+		"limits.output_limit": `output_limit = "1MiB"`,
+		"filesystem.tmp_size": `tmp_size = "64MiB"`,
+		"filesystem.shm_size": `shm_size = "16MiB"`,
+	}
+)
+
+// decoder turns one parsed document into a Policy, producing *Error values
+// that point at the offending line.
+type decoder struct {
+	file  string
+	src   string
+	tree  map[string]any
+	lines map[string]int // from keyLines, computed on the first error
+}
+
+func parse(name, file string, data []byte) (*Policy, error) {
+	d := &decoder{file: file, src: string(data)}
+	md, err := toml.Decode(d.src, &d.tree)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{File: file, Line: pe.Position.Line,
+				Msg: fmt.Sprintf("invalid TOML at column %d: %s", pe.Position.Col, pe.Message)}
+		}
+		return nil, &Error{File: file, Msg: "invalid TOML: " + err.Error()}
+	}
+	if err := d.checkKeys(md.Keys()); err != nil {
+		return nil, err
+	}
+	p := &Policy{Name: name, Env: map[string]string{}}
+	if err := d.fill(p); err != nil {
+		return nil, err
+	}
+	if err := p.validate(d.file, d.line); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkKeys rejects, in document order, the first key the schema does not
+// know. It matches names exactly: toml.MetaData.Undecoded would accept
+// "Timeout" for "timeout" because the library folds case when it fills
+// struct fields, so unknown keys are found against md.Keys() instead.
+func (d *decoder) checkKeys(keys []toml.Key) error {
+	for _, k := range keys {
+		if !slices.Contains(topKeys, k[0]) {
+			return d.unknown(k[:1], topKeys)
+		}
+		if known := sectionKeys[k[0]]; len(k) > 1 && known != nil && !slices.Contains(known, k[1]) {
+			return d.unknown(k[:2], known)
+		}
+		// Deeper keys (limits.timeout.x, env.A.B) are type errors, reported
+		// by fill with the expected type.
+	}
+	return nil
+}
+
+func (d *decoder) unknown(k toml.Key, known []string) error {
+	where := "at the top level"
+	if len(k) > 1 {
+		where = "in [" + k[0] + "]"
+	}
+	kind := "key"
+	if _, ok := d.lookup(k).(map[string]any); ok {
+		kind = "table"
+	}
+	msg := fmt.Sprintf("unknown %s%s (allowed %s: %s)", kind, d.suggest(k, known), where, strings.Join(known, ", "))
+	return d.errorf(k.String(), "%s", msg)
+}
+
+// fill copies the document into p, checking that each required key is
+// present and has the right TOML type. Ranges are left to validate.
+func (d *decoder) fill(p *Policy) error {
+	if v, ok := d.tree["description"]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return d.typeErr("description", v, "a string")
+		}
+		p.Description = s
+	}
+	for _, sec := range append(slices.Clone(sectionOrder), "env") {
+		if v, ok := d.tree[sec]; ok {
+			if _, ok := v.(map[string]any); !ok {
+				want := "a [" + sec + "] table with " + strings.Join(sectionKeys[sec], ", ")
+				if sec == "env" {
+					want = `an [env] table of NAME = "value" entries`
+				}
+				return d.errorf(sec, "must be a table, not %s (allowed: %s)", tomlType(v), want)
+			}
+		}
+	}
+	for _, sec := range sectionOrder {
+		for _, k := range sectionKeys[sec] {
+			key := sec + "." + k
+			if d.lookup(toml.Key{sec, k}) == nil {
+				return &Error{File: d.file, Line: d.line(sec), Key: key, Msg: fmt.Sprintf(
+					"missing required key; policies have no hidden defaults, so add e.g. %s under [%s] (allowed: %s)",
+					example[key], sec, allowed[key])}
+			}
+		}
+	}
+
+	var err error
+	py, lim, fs := d.tree["python"].(map[string]any), d.tree["limits"].(map[string]any), d.tree["filesystem"].(map[string]any)
+	if p.Python.Interpreter, err = d.str("python.interpreter", py["interpreter"]); err != nil {
+		return err
+	}
+	if p.Python.HostPaths, err = d.strs("python.host_paths", py["host_paths"]); err != nil {
+		return err
+	}
+	if p.Limits.Timeout, err = d.duration("limits.timeout", lim["timeout"]); err != nil {
+		return err
+	}
+	if p.Limits.OutputLimit, err = d.size("limits.output_limit", lim["output_limit"]); err != nil {
+		return err
+	}
+	if p.Filesystem.TmpSize, err = d.size("filesystem.tmp_size", fs["tmp_size"]); err != nil {
+		return err
+	}
+	if p.Filesystem.ShmSize, err = d.size("filesystem.shm_size", fs["shm_size"]); err != nil {
+		return err
+	}
+	env, _ := d.tree["env"].(map[string]any)
+	for _, name := range sortedKeys(env) {
+		key := toml.Key{"env", name}.String()
+		s, ok := env[name].(string)
+		if !ok {
+			return d.typeErr(key, env[name], "a string")
+		}
+		p.Env[name] = s
+	}
+	return nil
+}
+
+func (d *decoder) str(key string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", d.typeErr(key, v, "a string")
+	}
+	return s, nil
+}
+
+func (d *decoder) strs(key string, v any) ([]string, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, d.typeErr(key, v, "an array of strings")
+	}
+	out := make([]string, 0, len(a))
+	for i, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, d.errorf(key, "element %d must be a string, not %s (allowed: %s)", i+1, tomlType(e), allowed[key])
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (d *decoder) duration(key string, v any) (Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return Duration{}, d.typeErr(key, v, `a duration string such as "30s"`)
+	}
+	t, err := time.ParseDuration(s)
+	if err != nil {
+		return Duration{}, d.errorf(key, `%q is not a duration (allowed: a duration such as "30s", "1m30s" or "500ms" in %s)`, s, allowed[key])
+	}
+	return Duration{t}, nil
+}
+
+func (d *decoder) size(key string, v any) (Size, error) {
+	switch v := v.(type) {
+	case int64:
+		return Size(v), nil
+	case string:
+		s, err := parseSize(v)
+		if err != nil {
+			return 0, d.errorf(key, "%v (allowed: %s; %s)", err, sizeSyntax, allowed[key])
+		}
+		return s, nil
+	}
+	return 0, d.typeErr(key, v, `a size string such as "64KiB" or an integer number of bytes`)
+}
+
+func (d *decoder) typeErr(key string, v any, want string) error {
+	return d.errorf(key, "must be %s, not %s (allowed: %s)", want, tomlType(v), or(allowed[key], want))
+}
+
+// errorf builds an *Error for key (a toml.Key string) at the key's line.
+func (d *decoder) errorf(key, format string, args ...any) error {
+	return &Error{File: d.file, Line: d.line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// line returns the line where key (a toml.Key string) is written, or 0.
+func (d *decoder) line(key string) int {
+	if d.lines == nil {
+		d.lines = keyLines(d.src)
+	}
+	return d.lines[key]
+}
+
+// lookup returns the value at k in the document, or nil.
+func (d *decoder) lookup(k toml.Key) any {
+	var v any = d.tree
+	for _, part := range k {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[part]
+	}
+	return v
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

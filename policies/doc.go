@@ -1,0 +1,47 @@
+// Package policies loads and validates nsbox sandbox policies: the shipped
+// built-ins (strict, default, permissive, embedded from the .toml files in
+// this directory) and policy files written by users.
+//
+// # Format
+//
+// A policy is a TOML document:
+//
+//	description = "Tight limits for untrusted agent code."  # optional
+//
+//	[python]
+//	interpreter = "/usr/bin/python3.11"     # absolute, clean host path
+//	host_paths  = ["/usr/lib/python3.11"]   # bound read-only into the root
+//
+//	[limits]
+//	timeout      = "10s"     # wall clock; 100ms..24h
+//	output_limit = "64KiB"   # per stream (stdout, stderr); 1KiB..1GiB
+//
+//	[filesystem]
+//	tmp_size = "16MiB"       # /tmp tmpfs; 1MiB..16GiB
+//	shm_size = "8MiB"        # /dev/shm tmpfs; 1MiB..16GiB
+//
+//	[env]                    # optional extra environment variables
+//	TZ = "UTC"
+//
+// Every key except description and [env] is required; there are no hidden
+// defaults, so a policy file says everything the sandbox will allow. Unknown
+// keys, including differently capitalised ones, are rejected. Durations are
+// Go duration strings; sizes are strings with a binary unit (B, KiB, MiB,
+// GiB) or integers counting bytes. Paths are not checked for existence here:
+// the run does that on the host it runs on. [env] may not set names nsbox
+// owns (PATH, HOME, LANG, PYTHONDONTWRITEBYTECODE, PYTHONUNBUFFERED) or names
+// that change what runs (PYTHONPATH, PYTHONHOME, PYTHONSTARTUP, PYTHONINSPECT,
+// LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT).
+//
+// Every error is an *Error that names the place at fault and what would be
+// accepted:
+//
+//	strict.toml:12: limits.timeout: 45h exceeds the maximum 24h (allowed: 100ms..24h)
+//
+// # Narrowing
+//
+// Command-line flags arrive as Overrides and are applied with
+// Policy.Narrow. They can only lower a limit, never raise it: a policy is
+// the most a run may get, and whoever picks the policy, not whoever types
+// the command, decides that maximum.
+package policies

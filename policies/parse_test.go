@@ -1,0 +1,145 @@
+package policies
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// base is a valid policy; the tests below edit one line of it. Line numbers:
+// 3 [python], 4 interpreter, 5 host_paths, 7 [limits], 8 timeout,
+// 9 output_limit, 11 [filesystem], 12 tmp_size, 13 shm_size.
+const base = `description = "test"
+
+[python]
+interpreter = "/usr/bin/python3.11"
+host_paths = ["/usr/lib/python3.11"]
+
+[limits]
+timeout = "10s"
+output_limit = "64KiB"
+
+[filesystem]
+tmp_size = "16MiB"
+shm_size = "8MiB"
+`
+
+func edit(old, new string) string {
+	if !strings.Contains(base, old) {
+		panic("base has no " + old)
+	}
+	return strings.Replace(base, old, new, 1)
+}
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name  string
+		doc   string
+		check func(*Policy) bool
+	}{
+		{"base", base, func(p *Policy) bool { return p.Name == "t.toml" && p.Limits.Timeout.Duration == 10*time.Second }},
+		{"no description", edit(`description = "test"`, ""), func(p *Policy) bool { return p.Description == "" }},
+		{"integer size", edit(`"64KiB"`, "1024"), func(p *Policy) bool { return p.Limits.OutputLimit == kib }},
+		{"fractional duration", edit(`"10s"`, `"1.5s"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 1500*time.Millisecond }},
+		{"bounds inclusive", edit(`"10s"`, `"24h"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 24*time.Hour }},
+		{"env", base + "[env]\nTZ = \"UTC\"\n_x1 = \"\"\n", func(p *Policy) bool { return p.Env["TZ"] == "UTC" && len(p.Env) == 2 }},
+		{"dotted keys", "python.interpreter = \"/p\"\npython.host_paths = []\nlimits = { timeout = \"1s\", output_limit = 2048 }\n" +
+			"[filesystem]\ntmp_size = \"1MiB\"\nshm_size = \"1MiB\"\n",
+			func(p *Policy) bool { return p.Python.Interpreter == "/p" && p.Limits.OutputLimit == 2*kib }},
+		{"multi-line array", edit(`["/usr/lib/python3.11"]`, "[\n  \"/a\", # stdlib\n  \"/b\",\n]"),
+			func(p *Policy) bool { return len(p.Python.HostPaths) == 2 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse("t.toml", []byte(tt.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(p) {
+				t.Errorf("unexpected policy %+v", p)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		line int
+		key  string
+		has  []string // substrings of the message
+	}{
+		// Unknown keys.
+		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
+			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, env", "(timeout belongs in [limits])"}},
+		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
+			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit"}},
+		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
+			[]string{`did you mean "timeout"?`}},
+		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 12, "filesystem.timeout",
+			[]string{"(timeout belongs in [limits])", "allowed in [filesystem]: tmp_size, shm_size"}},
+		{"unknown table", base + "\n[network]\nallow = true\n", 15, "network", []string{"unknown table"}},
+		{"unknown subtable", base + "[limits.memory]\nmax = 1\n", 14, "limits.memory", []string{"unknown table", "allowed in [limits]"}},
+		{"unknown dotted key", edit(`timeout = "10s"`, "timeout = \"10s\"\nmemory.max = \"1GiB\""), 9, "limits.memory", []string{"unknown table"}},
+		{"unknown inline key", edit(`description = "test"`, `x = { y = 1 }`), 1, "x", []string{"unknown table"}},
+		{"after multi-line string", edit(`description = "test"`, "description = \"\"\"\ntimout = 1\n[limits]\n\"\"\"\ntimout = 1"), 5, "timout", []string{"unknown key"}},
+
+		// Missing keys.
+		{"missing timeout", edit(`timeout = "10s"`, ""), 7, "limits.timeout",
+			[]string{"missing required key", `timeout = "30s"`, "allowed: 100ms..24h"}},
+		{"missing table", edit("[filesystem]\ntmp_size = \"16MiB\"\nshm_size = \"8MiB\"\n", ""), 0, "filesystem.tmp_size", []string{"missing required key"}},
+		{"empty document", "", 0, "python.interpreter", []string{"missing required key"}},
+
+		// Types and syntax.
+		{"syntax", edit(`timeout = "10s"`, `timeout = "10s`), 8, "", []string{"invalid TOML at column"}},
+		{"duplicate key", edit(`timeout = "10s"`, "timeout = \"10s\"\ntimeout = \"1s\""), 9, "", []string{"invalid TOML", "already been defined"}},
+		{"table as value", "limits = 5\n", 1, "limits", []string{"must be a table, not an integer", "with timeout, output_limit"}},
+		{"env as value", "env = \"X=1\"\n" + base, 1, "env", []string{"must be a table, not a string", "[env] table"}},
+		{"duration not string", edit(`"10s"`, "10"), 8, "limits.timeout", []string{"must be a duration string", "not an integer", "allowed: 100ms..24h"}},
+		{"description table", edit(`description = "test"`, "description.x = 1"), 1, "description", []string{"must be a string, not a table"}},
+		{"host_paths element", edit(`["/usr/lib/python3.11"]`, `["/a", 5]`), 5, "python.host_paths", []string{"element 2 must be a string"}},
+		{"size float", edit(`"64KiB"`, "1.5"), 9, "limits.output_limit", []string{"not a float"}},
+
+		// Values.
+		{"bad duration", edit(`"10s"`, `"10 seconds"`), 8, "limits.timeout", []string{`"10 seconds" is not a duration`, "100ms..24h"}},
+		{"timeout too long", edit(`"10s"`, `"45h"`), 8, "limits.timeout", []string{"45h exceeds the maximum 24h (allowed: 100ms..24h)"}},
+		{"timeout too short", edit(`"10s"`, `"50ms"`), 8, "limits.timeout", []string{"50ms is below the minimum 100ms"}},
+		{"bad size", edit(`"64KiB"`, `"64KB"`), 9, "limits.output_limit", []string{`"64KB" is not a size`, "KiB", "1KiB..1GiB"}},
+		{"size too big", edit(`"16MiB"`, `"17GiB"`), 12, "filesystem.tmp_size", []string{"17GiB exceeds the maximum 16GiB (allowed: 1MiB..16GiB)"}},
+		{"size too small", edit(`"8MiB"`, "4096"), 13, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
+		{"output too small", edit(`"64KiB"`, `"512B"`), 9, "limits.output_limit", []string{"512B is below the minimum 1KiB"}},
+		{"negative size", edit(`"64KiB"`, "-1"), 9, "limits.output_limit", []string{"below the minimum"}},
+		{"relative interpreter", edit(`"/usr/bin/python3.11"`, `"python3"`), 4, "python.interpreter",
+			[]string{`"python3" is not an absolute path`, "allowed: an absolute, clean host path"}},
+		{"unclean interpreter", edit(`"/usr/bin/python3.11"`, `"/usr/bin/../bin/python3"`), 4, "python.interpreter", []string{`write "/usr/bin/python3"`}},
+		{"NUL in interpreter", edit(`"/usr/bin/python3.11"`, `"/usr/bin/py\u0000"`), 4, "python.interpreter", []string{"NUL"}},
+		{"relative host path", edit(`["/usr/lib/python3.11"]`, `["/a", "lib"]`), 5, "python.host_paths", []string{"element 2", "not an absolute path"}},
+		{"root host path", edit(`["/usr/lib/python3.11"]`, `["/"]`), 5, "python.host_paths", []string{"whole host filesystem"}},
+		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 16, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
+		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 15, "env.PATH", []string{"nsbox sets it itself"}},
+		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 15, `env.1X`, []string{"not a valid variable name"}},
+		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 15, `env."A B"`, []string{"not a valid variable name"}},
+		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 15, "env.X", []string{"NUL"}},
+		{"env not string", base + "[env]\nX = 1\n", 15, "env.X", []string{"must be a string, not an integer"}},
+		{"env nested", base + "[env.X]\nY = \"1\"\n", 14, "env.X", []string{"must be a string, not a table"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.toml", []byte(tt.doc))
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse error = %v (%T), want *Error", err, err)
+			}
+			if e.File != "t.toml" || e.Line != tt.line || e.Key != tt.key {
+				t.Errorf("error at %s:%d key %q, want t.toml:%d key %q: %v", e.File, e.Line, e.Key, tt.line, tt.key, err)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(e.Msg, s) {
+					t.Errorf("message %q does not contain %q", e.Msg, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package policies
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy is a validated sandbox policy.
+type Policy struct {
+	Name        string            `toml:"-"` // built-in name ("strict") or the file path it came from
+	Description string            `toml:"description"`
+	Python      Python            `toml:"python"`
+	Limits      Limits            `toml:"limits"`
+	Filesystem  Filesystem        `toml:"filesystem"`
+	Env         map[string]string `toml:"env"` // never nil after parsing
+}
+
+// Python says which host interpreter runs and what of the host it needs.
+type Python struct {
+	Interpreter string   `toml:"interpreter"` // absolute host path of the interpreter, e.g. /usr/bin/python3.11
+	HostPaths   []string `toml:"host_paths"`  // absolute host paths bound read-only into the root (the stdlib dir), e.g. ["/usr/lib/python3.11"]
+}
+
+// Limits bound one run.
+type Limits struct {
+	Timeout     Duration `toml:"timeout"`      // wall clock, e.g. "10s"; allowed 100ms..24h
+	OutputLimit Size     `toml:"output_limit"` // per stream (stdout and stderr each), e.g. "64KiB"; allowed 1KiB..1GiB
+}
+
+// Filesystem sizes the writable tmpfs mounts.
+type Filesystem struct {
+	TmpSize Size `toml:"tmp_size"` // size of the /tmp tmpfs, e.g. "64MiB"; allowed 1MiB..16GiB
+	ShmSize Size `toml:"shm_size"` // size of the /dev/shm tmpfs, e.g. "16MiB"; allowed 1MiB..16GiB
+}
+
+// Error is a problem at a place in a policy file.
+type Error struct {
+	File string // file path, or "NAME.toml" for a built-in
+	Line int    // 1-based; 0 when unknown
+	Key  string // dotted key such as "limits.timeout"; empty for syntax errors
+	Msg  string // what is wrong, ending in "(allowed: ...)" where that helps
+}
+
+// Error formats e as "FILE:LINE: KEY: MSG", leaving out an unknown line or key.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(or(e.File, "policy"))
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+//go:embed default.toml permissive.toml strict.toml
+var builtinFS embed.FS
+
+var builtinNames = []string{"default", "permissive", "strict"}
+
+// maxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
+// fails fast instead of exhausting memory.
+const maxFileSize = 1 << 20
+
+// BuiltinNames returns the names of the shipped policies, sorted.
+func BuiltinNames() []string { return slices.Clone(builtinNames) }
+
+// Builtin returns a fresh copy of the shipped policy name.
+func Builtin(name string) (*Policy, error) {
+	if !slices.Contains(builtinNames, name) {
+		return nil, fmt.Errorf("unknown built-in policy %q (built-ins: %s)", name, strings.Join(builtinNames, ", "))
+	}
+	data, err := builtinFS.ReadFile(name + ".toml")
+	if err != nil {
+		return nil, fmt.Errorf("read built-in policy %s: %w", name, err)
+	}
+	return parse(name, name+".toml", data)
+}
+
+// LoadFile reads and parses the policy file at path.
+func LoadFile(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, readErr(path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, readErr(path, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("read policy %s: larger than %s", path, Size(maxFileSize))
+	}
+	return parse(path, path, data)
+}
+
+// readErr wraps an I/O error as "read policy PATH: ...", dropping the
+// *fs.PathError layer that would repeat the path.
+func readErr(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("read policy %s: %w", path, err)
+}
+
+// Parse parses and validates a policy. name becomes Policy.Name and is the
+// file named in errors.
+func Parse(name string, data []byte) (*Policy, error) {
+	return parse(name, name, data)
+}
+
+// Resolve picks a built-in or a file. A value that contains '/' or names an
+// existing regular file is a file; otherwise the name, with an optional
+// ".toml" suffix stripped, must be a built-in ("strict.toml" means the
+// built-in strict when no such file exists).
+func Resolve(arg string) (*Policy, error) {
+	if strings.Contains(arg, "/") {
+		return LoadFile(arg)
+	}
+	if fi, err := os.Stat(arg); err == nil && fi.Mode().IsRegular() {
+		return LoadFile(arg)
+	}
+	name := strings.TrimSuffix(arg, ".toml")
+	if !slices.Contains(builtinNames, name) {
+		return nil, fmt.Errorf("unknown policy %q: not a file and not a built-in (built-ins: %s; give a path such as ./%s.toml for a file)",
+			arg, strings.Join(builtinNames, ", "), name)
+	}
+	return Builtin(name)
+}
+
+// Overrides come from command-line flags; zero means "not given". They may
+// only narrow the policy.
+type Overrides struct {
+	Timeout     time.Duration
+	OutputLimit int64
+}
+
+// Narrow applies o to p, refusing any value that would widen the policy, is
+// not positive, or is below the range a policy file may set (100ms, 1KiB).
+// On error p is unchanged and the error lists every refused flag.
+func (p *Policy) Narrow(o Overrides) error {
+	var errs []error
+	check := func(flag string, given, limit any, widen, nonPositive bool) {
+		switch {
+		case nonPositive:
+			errs = append(errs, fmt.Errorf("--%s %v must be positive (policy %s allows up to %v)", flag, given, p.Name, limit))
+		case widen:
+			errs = append(errs, fmt.Errorf("--%s %v exceeds the policy's limit of %v (policy %s); flags can only lower limits", flag, given, limit, p.Name))
+		}
+	}
+	if o.Timeout != 0 {
+		check("timeout", Duration{o.Timeout}, p.Limits.Timeout, o.Timeout > p.Limits.Timeout.Duration, o.Timeout < 0)
+		if o.Timeout > 0 && o.Timeout < timeoutRange.min {
+			errs = append(errs, fmt.Errorf("--timeout %v: %s", Duration{o.Timeout}, timeoutRange.problem(o.Timeout)))
+		}
+	}
+	if o.OutputLimit != 0 {
+		check("output-limit", Size(o.OutputLimit), p.Limits.OutputLimit, o.OutputLimit > int64(p.Limits.OutputLimit), o.OutputLimit < 0)
+		if o.OutputLimit > 0 && Size(o.OutputLimit) < outputRange.min {
+			errs = append(errs, fmt.Errorf("--output-limit %v: %s", Size(o.OutputLimit), outputRange.problem(Size(o.OutputLimit))))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if o.Timeout != 0 {
+		p.Limits.Timeout = Duration{o.Timeout}
+	}
+	if o.OutputLimit != 0 {
+		p.Limits.OutputLimit = Size(o.OutputLimit)
+	}
+	return nil
+}

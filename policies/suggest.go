@@ -1,0 +1,55 @@
+package policies
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// suggest returns a hint for the unknown key k: a known key of the same
+// table it is probably a misspelling of, or the table it belongs in.
+func (d *decoder) suggest(k toml.Key, known []string) string {
+	last := k[len(k)-1]
+	for _, c := range known {
+		if near(last, c) {
+			return fmt.Sprintf(" (did you mean %q?)", c)
+		}
+	}
+	for _, sec := range sectionOrder {
+		for _, c := range sectionKeys[sec] {
+			if near(last, c) && sec != k[0] {
+				return fmt.Sprintf(" (%s belongs in [%s])", c, sec)
+			}
+		}
+	}
+	return ""
+}
+
+// near reports whether a is probably a misspelling of b.
+func near(a, b string) bool {
+	return strings.EqualFold(a, b) || editDistance(a, b) <= min(2, len(a)-1)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
