@@ -1,0 +1,156 @@
+// Package result defines the structured result of one sandboxed run, the
+// object `nsbox run --json` prints, and the exit code `nsbox run` returns.
+//
+// The JSON form is documented in docs/result-schema.md and specified by
+// docs/result.schema.json; a test keeps both in step with this package. The
+// Schema field is bumped on any incompatible change; new optional fields may
+// be added without a bump.
+package result
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// SchemaVersion is the version of the JSON result object this package writes.
+const SchemaVersion = 1
+
+// Status is the outcome of a run.
+type Status string
+
+// The statuses a run can end with. docs/result-schema.md explains each one.
+const (
+	StatusOK              Status = "ok"               // the program exited 0
+	StatusError           Status = "error"            // non-zero exit, a signal not sent by nsbox, or a Python syntax error
+	StatusTimeout         Status = "timeout"          // wall-clock limit reached; every process of the run was killed
+	StatusMemoryLimit     Status = "memory_limit"     // reserved: memory cgroup OOM
+	StatusOutputLimit     Status = "output_limit"     // stdout or stderr passed its cap; the run was killed
+	StatusPolicyViolation Status = "policy_violation" // reserved: import allowlist
+	StatusKilled          Status = "killed"           // stopped by hand (SIGINT/SIGTERM to nsbox)
+	StatusSandboxError    Status = "sandbox_error"    // nsbox could not build the sandbox or start the program
+)
+
+// Statuses returns every Status, in documentation order.
+func Statuses() []Status {
+	return []Status{
+		StatusOK, StatusError, StatusTimeout, StatusMemoryLimit,
+		StatusOutputLimit, StatusPolicyViolation, StatusKilled, StatusSandboxError,
+	}
+}
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses() {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Exit codes of `nsbox run` for runs that did not end with the program's own
+// exit. They follow timeout(1) and env(1) where those have one.
+const (
+	ExitTimeout         = 124 // as timeout(1)
+	ExitSandboxError    = 125 // as timeout(1) and docker run: the tool itself failed
+	ExitPolicyViolation = 126 // as env(1): the command could not be run
+	ExitKilled          = 137 // 128+SIGKILL: the run was killed
+)
+
+// Result is the structured result of one run.
+type Result struct {
+	Schema          int           `json:"schema"`
+	ID              string        `json:"id"`
+	Status          Status        `json:"status"`
+	Reason          string        `json:"reason,omitempty"`        // short human detail, e.g. "wall clock 2s"
+	ExitCode        *int          `json:"exit_code"`               // the program's exit code; nil if it did not exit normally
+	Signal          *int          `json:"signal"`                  // the signal that ended the program; nil if it exited
+	Stdout          string        `json:"stdout"`                  // captured bytes as UTF-8, invalid sequences replaced by U+FFFD
+	StdoutBase64    string        `json:"stdout_base64,omitempty"` // exact captured bytes, only when not valid UTF-8
+	Stderr          string        `json:"stderr"`
+	StderrBase64    string        `json:"stderr_base64,omitempty"`
+	StdoutTruncated bool          `json:"stdout_truncated"`
+	StderrTruncated bool          `json:"stderr_truncated"`
+	DurationMS      int64         `json:"duration_ms"`
+	Policy          string        `json:"policy"`
+	Error           *SandboxError `json:"error,omitempty"` // only with StatusSandboxError
+}
+
+// New returns a Result for run id under the named policy, with Schema set.
+func New(id, policy string) *Result {
+	return &Result{Schema: SchemaVersion, ID: id, Policy: policy}
+}
+
+// EncodeText turns captured bytes into the JSON text form. Valid UTF-8 is
+// returned as text with an empty b64. Otherwise text has every invalid
+// sequence replaced by U+FFFD and b64 holds the exact bytes in standard
+// base64, so no byte is lost.
+func EncodeText(b []byte) (text, b64 string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
+}
+
+// SetStdout sets Stdout and StdoutBase64 from the captured bytes b.
+func SetStdout(r *Result, b []byte) { r.Stdout, r.StdoutBase64 = EncodeText(b) }
+
+// SetStderr sets Stderr and StderrBase64 from the captured bytes b.
+func SetStderr(r *Result, b []byte) { r.Stderr, r.StderrBase64 = EncodeText(b) }
+
+// ProcessExitCode returns the exit code of `nsbox run` for r:
+//
+//	ok, error                          the program's exit code, or 128+signal if a signal ended it
+//	timeout                            124
+//	policy_violation                   126
+//	killed, output_limit, memory_limit 137
+//	sandbox_error, unknown status      125
+//
+// An ok or error result with neither exit code nor signal gives 0 or 1.
+func (r *Result) ProcessExitCode() int {
+	switch r.Status {
+	case StatusOK, StatusError:
+		switch {
+		case r.ExitCode != nil:
+			return *r.ExitCode
+		case r.Signal != nil:
+			return 128 + *r.Signal
+		case r.Status == StatusOK:
+			return 0
+		default:
+			return 1
+		}
+	case StatusTimeout:
+		return ExitTimeout
+	case StatusPolicyViolation:
+		return ExitPolicyViolation
+	case StatusKilled, StatusOutputLimit, StatusMemoryLimit:
+		return ExitKilled
+	default:
+		return ExitSandboxError
+	}
+}
+
+// WriteJSON writes r as exactly one JSON object followed by "\n", in a single
+// Write, without HTML escaping. A zero Schema is written as SchemaVersion.
+func (r *Result) WriteJSON(w io.Writer) error {
+	out := *r
+	if out.Schema == 0 {
+		out.Schema = SchemaVersion
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&out); err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package result
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func intp(i int) *int { return &i }
+
+func TestProcessExitCode(t *testing.T) {
+	tests := []struct {
+		status   Status
+		exitCode *int
+		signal   *int
+		want     int
+	}{
+		{StatusOK, intp(0), nil, 0},
+		{StatusOK, nil, nil, 0},
+		{StatusError, intp(1), nil, 1},
+		{StatusError, intp(3), nil, 3},
+		{StatusError, intp(255), nil, 255},
+		{StatusError, nil, intp(11), 139},
+		{StatusError, nil, intp(6), 134},
+		{StatusError, nil, nil, 1},
+		{StatusTimeout, nil, intp(9), 124},
+		{StatusMemoryLimit, nil, intp(9), 137},
+		{StatusOutputLimit, nil, intp(9), 137},
+		{StatusPolicyViolation, nil, nil, 126},
+		{StatusKilled, nil, intp(9), 137},
+		{StatusKilled, intp(0), nil, 137},
+		{StatusSandboxError, nil, nil, 125},
+		{Status("bogus"), intp(0), nil, 125},
+		{Status(""), intp(0), nil, 125},
+	}
+	covered := map[Status]bool{}
+	for _, tt := range tests {
+		r := &Result{Status: tt.status, ExitCode: tt.exitCode, Signal: tt.signal}
+		if got := r.ProcessExitCode(); got != tt.want {
+			t.Errorf("status %q exit %v signal %v: ProcessExitCode() = %d, want %d",
+				tt.status, deref(tt.exitCode), deref(tt.signal), got, tt.want)
+		}
+		covered[tt.status] = true
+	}
+	for _, s := range Statuses() {
+		if !covered[s] {
+			t.Errorf("status %q has no exit code test", s)
+		}
+	}
+}
+
+func deref(p *int) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}
+
+func TestStatusValid(t *testing.T) {
+	for _, s := range Statuses() {
+		if !s.Valid() {
+			t.Errorf("%q not Valid", s)
+		}
+	}
+	if Status("OK").Valid() || Status("").Valid() {
+		t.Error("unknown status reported Valid")
+	}
+}
+
+// decodeObject writes r and decodes it as a generic object, checking the
+// framing: exactly one object and one trailing newline.
+func decodeObject(t *testing.T, r *Result) map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	out := buf.String()
+	if !strings.HasSuffix(out, "}\n") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("WriteJSON output is not one line ending in a newline: %q", out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatalf("output is not a JSON object: %v", err)
+	}
+	return m
+}
+
+func TestJSONKeys(t *testing.T) {
+	required := []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
+		"stdout_truncated", "stderr_truncated", "duration_ms", "policy"}
+
+	m := decodeObject(t, New("r1", "default"))
+	if len(m) != len(required) {
+		t.Errorf("minimal result has keys %v, want exactly %v", keys(m), required)
+	}
+	for _, k := range required {
+		if _, ok := m[k]; !ok {
+			t.Errorf("minimal result lacks key %q", k)
+		}
+	}
+	if m["exit_code"] != nil || m["signal"] != nil {
+		t.Errorf("exit_code=%v signal=%v, want null", m["exit_code"], m["signal"])
+	}
+	if m["schema"] != float64(SchemaVersion) {
+		t.Errorf("schema = %v, want %d", m["schema"], SchemaVersion)
+	}
+
+	full := New("r2", "default")
+	full.Status = StatusSandboxError
+	full.Reason = "why"
+	full.ExitCode, full.Signal = intp(0), intp(9)
+	SetStdout(full, []byte{0xff})
+	SetStderr(full, []byte{0xfe})
+	full.Error = &SandboxError{Step: "execve", Errno: "ENOENT", Message: "no"}
+	m = decodeObject(t, full)
+	all := append(required, "reason", "stdout_base64", "stderr_base64", "error")
+	if len(m) != len(all) {
+		t.Errorf("full result has keys %v, want exactly %v", keys(m), all)
+	}
+	for _, k := range all {
+		if _, ok := m[k]; !ok {
+			t.Errorf("full result lacks key %q", k)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestZeroSchemaWrittenAsCurrent(t *testing.T) {
+	r := &Result{}
+	if m := decodeObject(t, r); m["schema"] != float64(SchemaVersion) {
+		t.Errorf("schema = %v, want %d", m["schema"], SchemaVersion)
+	}
+	if r.Schema != 0 {
+		t.Error("WriteJSON modified its receiver")
+	}
+}
+
+func TestEncodeText(t *testing.T) {
+	tests := []struct {
+		in       []byte
+		wantText string
+		wantB64  bool
+	}{
+		{nil, "", false},
+		{[]byte("héllo ✓\n"), "héllo ✓\n", false},
+		{[]byte("a\xffb"), "a\uFFFDb", true},
+		{[]byte("\xc3"), "\uFFFD", true},           // truncated sequence
+		{[]byte("x\xed\xa0\x80"), "x\uFFFD", true}, // surrogate half
+		{[]byte{0, 1, 2}, "\x00\x01\x02", false},
+	}
+	for _, tt := range tests {
+		text, b64 := EncodeText(tt.in)
+		if text != tt.wantText {
+			t.Errorf("EncodeText(%q) text = %q, want %q", tt.in, text, tt.wantText)
+		}
+		if (b64 != "") != tt.wantB64 {
+			t.Errorf("EncodeText(%q) b64 = %q, want present=%v", tt.in, b64, tt.wantB64)
+		}
+		if b64 != "" {
+			got, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil || !bytes.Equal(got, tt.in) {
+				t.Errorf("EncodeText(%q) b64 decodes to %q, %v", tt.in, got, err)
+			}
+		}
+	}
+}
+
+// TestInvalidUTF8RoundTrip checks that the exact bytes survive the JSON.
+func TestInvalidUTF8RoundTrip(t *testing.T) {
+	raw := []byte("ok \x80\x81 <b>&\xff\n")
+	r := New("r", "p")
+	SetStdout(r, raw)
+	SetStderr(r, []byte("clean"))
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	got, err := base64.StdEncoding.DecodeString(back.StdoutBase64)
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Errorf("stdout_base64 decodes to %q, %v; want %q", got, err, raw)
+	}
+	if !strings.Contains(back.Stdout, "\uFFFD") || !strings.HasPrefix(back.Stdout, "ok ") {
+		t.Errorf("stdout text = %q, want U+FFFD replacements", back.Stdout)
+	}
+	if back.Stderr != "clean" || back.StderrBase64 != "" {
+		t.Errorf("stderr = %q, base64 %q; want clean text and no base64", back.Stderr, back.StderrBase64)
+	}
+}
+
+func TestNoHTMLEscaping(t *testing.T) {
+	r := New("r", "p")
+	SetStdout(r, []byte("<script>a && b</script>"))
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"stdout":"<script>a && b</script>"`) {
+		t.Errorf("HTML characters escaped: %s", buf.String())
+	}
+}
+
+type countWriter struct{ writes int }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+
+func TestWriteJSONOneWrite(t *testing.T) {
+	var w countWriter
+	if err := New("r", "p").WriteJSON(&w); err != nil || w.writes != 1 {
+		t.Errorf("WriteJSON made %d writes, err %v; want one write", w.writes, err)
+	}
+}
+
+func TestErrnoName(t *testing.T) {
+	for e, want := range map[syscall.Errno]string{
+		syscall.EPERM: "EPERM", syscall.ENOENT: "ENOENT", syscall.EACCES: "EACCES",
+		syscall.ENOSYS: "ENOSYS", syscall.EINVAL: "EINVAL", syscall.EBUSY: "EBUSY",
+		syscall.Errno(4000): "errno 4000",
+	} {
+		if got := ErrnoName(e); got != want {
+			t.Errorf("ErrnoName(%d) = %q, want %q", e, got, want)
+		}
+	}
+}
+
+func TestNewSandboxError(t *testing.T) {
+	err := fmt.Errorf("pivot_root /tmp/root: %w", &os.SyscallError{Syscall: "pivot_root", Err: syscall.EPERM})
+	e := NewSandboxError("pivot_root", err)
+	if e.Step != "pivot_root" || e.Errno != "EPERM" || e.Message != err.Error() {
+		t.Errorf("NewSandboxError = %+v", e)
+	}
+	e = NewSandboxError("policy", errors.New("unknown key \"foo\""))
+	if e.Errno != "" {
+		t.Errorf("non-syscall error got errno %q", e.Errno)
+	}
+	if got := e.Error(); got != `policy: unknown key "foo"` {
+		t.Errorf("Error() = %q", got)
+	}
+}
