@@ -1,0 +1,47 @@
+// Command nsbox runs untrusted Python in a fresh Linux sandbox (user,
+// mount, PID, network, IPC, UTS and cgroup namespaces, a read-only root,
+// no network) and reports what happened as a structured result.
+//
+// One file per command: run.go (nsbox run), init.go (the hidden init the
+// supervisor re-executes inside the sandbox).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "nsbox",
+		Usage:   "run untrusted Python in a Linux namespace sandbox",
+		Version: version,
+		Description: "nsbox runs Python code produced by AI agents in a fresh sandbox: new user, mount, PID,\n" +
+			"network, IPC, UTS and cgroup namespaces, a read-only root with only /workspace and /tmp writable,\n" +
+			"an unprivileged uid, no network, a wall-clock timeout that kills every process of the run and\n" +
+			"capped output. See README.md for the policy format and docs/result-schema.md for --json.",
+		Commands: []*cli.Command{
+			runCommand(),
+			initCommand(),
+		},
+		HideHelpCommand: true,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCode returns the exit code carried by err (cli.ExitCoder), else 125:
+// nsbox's own failure.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 125
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run Python code in a fresh sandbox",
+		ArgsUsage: "[FILE | -]",
+		Description: "The program is FILE, standard input (-) or the -c string. Plain mode passes the program's\n" +
+			"stdout and stderr through (each capped) and exits with its exit code; 124 on timeout, 125 when\n" +
+			"nsbox itself failed, 137 when nsbox killed the run (output limit, stopped by hand), 128+N when\n" +
+			"the program died from signal N. --json prints one result object instead (docs/result-schema.md).\n" +
+			"Flags can only lower the policy's limits, never raise them.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "default",
+				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file"},
+			&cli.StringFlag{Name: "code", Aliases: []string{"c"}, Usage: "program passed as a string"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON result object instead of the program's output"},
+			&cli.DurationFlag{Name: "timeout", Usage: "wall-clock limit, at most the policy's (e.g. 2s)"},
+			&cli.StringFlag{Name: "output-limit", Usage: "byte cap per stream, at most the policy's (e.g. 16KiB)"},
+			&cli.StringFlag{Name: "workspace", Usage: "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"},
+		},
+		Action: runAction,
+		// A caller that asked for JSON gets one result object even when
+		// the command line itself is wrong.
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			if !slices.Contains(os.Args, "--json") {
+				return err
+			}
+			r := result.New(supervisor.NewID(), "")
+			r.Status = result.StatusSandboxError
+			r.Error = result.NewSandboxError("input", err)
+			if werr := r.WriteJSON(os.Stdout); werr != nil {
+				return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
+			}
+			return cli.Exit("", result.ExitSandboxError)
+		},
+	}
+}
+
+func runAction(c *cli.Context) error {
+	jsonOut := c.Bool("json")
+	r, err := prepareAndRun(c, jsonOut)
+	if err != nil {
+		// Bad input: no sandbox was started. Still one result in --json.
+		r = result.New(supervisor.NewID(), c.String("policy"))
+		r.Status = result.StatusSandboxError
+		r.Error = asSandboxError(err)
+	}
+	if jsonOut {
+		if werr := r.WriteJSON(os.Stdout); werr != nil {
+			return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
+		}
+	} else if r.Status == result.StatusSandboxError {
+		fmt.Fprintf(os.Stderr, "nsbox: %s\n", r.Error.Error())
+	} else if r.Status != result.StatusOK && r.Status != result.StatusError {
+		fmt.Fprintf(os.Stderr, "nsbox: %s: %s\n", r.Status, r.Reason)
+	}
+	if code := r.ProcessExitCode(); code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// inputError is a problem with what the caller gave us, reported under a
+// step name in the result.
+type inputError struct {
+	step string
+	err  error
+}
+
+func (e *inputError) Error() string { return e.err.Error() }
+
+func asSandboxError(err error) *result.SandboxError {
+	var ie *inputError
+	if errors.As(err, &ie) {
+		return result.NewSandboxError(ie.step, ie.err)
+	}
+	return result.NewSandboxError("input", err)
+}
+
+func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
+	pol, err := policies.Resolve(c.String("policy"))
+	if err != nil {
+		return nil, &inputError{"policy", err}
+	}
+	var ov policies.Overrides
+	ov.Timeout = c.Duration("timeout")
+	if c.IsSet("timeout") && ov.Timeout <= 0 {
+		return nil, &inputError{"input", fmt.Errorf("--timeout %s: must be positive", ov.Timeout)}
+	}
+	if c.IsSet("output-limit") {
+		n, err := parseSize(c.String("output-limit"))
+		if err != nil {
+			return nil, &inputError{"input", err}
+		}
+		ov.OutputLimit = n
+	}
+	if err := pol.Narrow(ov); err != nil {
+		return nil, &inputError{"policy", err}
+	}
+	code, err := readCode(c)
+	if err != nil {
+		return nil, &inputError{"input", err}
+	}
+
+	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
+	// the sandbox is torn down and the result still reported.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(fmt.Errorf("stopped by %s", signalName(s)))
+		}
+	}()
+
+	o := supervisor.Options{
+		Policy:    pol,
+		Code:      code,
+		Workspace: c.String("workspace"),
+		StateDir:  supervisor.StateDir(),
+	}
+	if !jsonOut {
+		o.Stdout, o.Stderr = os.Stdout, os.Stderr
+	}
+	return supervisor.Run(ctx, o), nil
+}
+
+// parseSize reads --output-limit: a size with a unit ("16KiB") or a plain
+// number of bytes. Zero or less is refused rather than read as "not given".
+func parseSize(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		var s policies.Size
+		if uerr := s.UnmarshalText([]byte(v)); uerr != nil {
+			return 0, fmt.Errorf("--output-limit %q: %w", v, uerr)
+		}
+		n = int64(s)
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("--output-limit %q: must be positive", v)
+	}
+	return n, nil
+}
+
+// readCode returns the program from -c, FILE or stdin ("-"); exactly one.
+func readCode(c *cli.Context) ([]byte, error) {
+	args := c.Args().Slice()
+	hasCode := c.IsSet("code")
+	switch {
+	case len(args) > 1:
+		return nil, fmt.Errorf("expected one FILE, got %d arguments: %q", len(args), args)
+	case hasCode && len(args) == 1:
+		return nil, fmt.Errorf("give the program either with -c or as FILE, not both")
+	case !hasCode && len(args) == 0:
+		return nil, fmt.Errorf("no program: give FILE, - for standard input, or -c CODE")
+	}
+	var code []byte
+	switch {
+	case hasCode:
+		code = []byte(c.String("code"))
+	case args[0] == "-":
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read program from standard input: %w", err)
+		}
+		code = b
+	default:
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return nil, fmt.Errorf("read program: %w", err)
+		}
+		code = b
+	}
+	if len(code) == 0 {
+		return nil, fmt.Errorf("the program is empty")
+	}
+	return code, nil
+}
+
+func signalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}

@@ -1,0 +1,146 @@
+package initproc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// dropBoundingSet removes every capability from the bounding set, so no
+// later execve (of a file with capabilities) can regain one. It needs
+// CAP_SETPCAP, so it runs before the uid change. The bounding set is
+// per-thread: the init runs on one locked OS thread, the one that execs.
+func dropBoundingSet() error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
+	return nil
+}
+
+// lastCap reads the highest capability number this kernel knows.
+func lastCap() (int, error) {
+	const p = "/proc/sys/kernel/cap_last_cap"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 || n > 63 {
+		return 0, fmt.Errorf("read %s: unexpected value %q", p, b)
+	}
+	return n, nil
+}
+
+// dropIDs switches to the unprivileged sandbox user: supplementary groups
+// first (they need CAP_SETGID), then gid, then uid (after which the
+// process has no capability left to change ids again). Go's syscall
+// package applies these to every thread of the process.
+func dropIDs(uid, gid int) error {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("setgroups([]): %w", err)
+	}
+	if err := syscall.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setresgid(%d): %w", gid, err)
+	}
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresuid(%d): %w", uid, err)
+	}
+	return nil
+}
+
+// clearCaps empties the permitted, effective and inheritable sets of this
+// thread (the uid change already cleared permitted and effective; this
+// also clears inheritable and makes the outcome explicit), then reads them
+// back: a capability left behind is an error, not a warning.
+func clearCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset(0): %w", err)
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for i, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return fmt.Errorf("capabilities left after clearing (word %d: eff %#x prm %#x inh %#x)", i, d.Effective, d.Permitted, d.Inheritable)
+		}
+	}
+	return nil
+}
+
+// setPdeathsig asks the kernel to SIGKILL this process when its parent
+// (the supervisor) dies. The kernel resets it on every credential change,
+// so it is set again after dropIDs.
+func setPdeathsig() error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
+	}
+	return nil
+}
+
+// setNoNewPrivs makes execve unable to grant privileges (setuid bits, file
+// capabilities); seccomp without CAP_SYS_ADMIN also requires it.
+func setNoNewPrivs() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil || v != 1 {
+		return fmt.Errorf("prctl(PR_GET_NO_NEW_PRIVS) = %d, %v: not set", v, err)
+	}
+	return nil
+}
+
+// closeExtraFDs marks every descriptor above stderr close-on-exec: the bind
+// sources (O_PATH fds of host files), the sync socket and whatever the Go
+// runtime opened. CVE-2024-21626: a host directory fd that survives into
+// the program lets it reach the host filesystem through /proc/self/fd.
+// CLOEXEC rather than close: the sync socket must stay usable to report a
+// failed execve, and its closing at exec tells the supervisor exec worked.
+func closeExtraFDs() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close_range(3, ~0, CLOSE_RANGE_CLOEXEC): %w", err)
+	}
+	return nil
+}
+
+// verifyCwd enters dir and checks the kernel agrees the cwd is that path
+// in the new root. CVE-2024-21626: a cwd inherited from (or pointing into)
+// the host shows up as "(unreachable)/..." or a different inode.
+func verifyCwd(dir string) error {
+	if err := unix.Chdir(dir); err != nil {
+		return &os.PathError{Op: "chdir", Path: dir, Err: err}
+	}
+	got, err := unix.Getwd()
+	if err != nil {
+		return fmt.Errorf("getcwd: %w", err)
+	}
+	if got != dir {
+		return fmt.Errorf("cwd is %q, want %q: current directory outside the sandbox root", got, dir)
+	}
+	var cwd, want unix.Stat_t
+	if err := unix.Stat(".", &cwd); err != nil {
+		return &os.PathError{Op: "stat", Path: ".", Err: err}
+	}
+	if err := unix.Stat(dir, &want); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if cwd.Dev != want.Dev || cwd.Ino != want.Ino {
+		return fmt.Errorf("cwd inode differs from %s", dir)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+// Package initproc is the sandbox init: the nsbox binary re-executed by the
+// supervisor inside new user, mount, PID, network, IPC, UTS and cgroup
+// namespaces. It reads the Spec, builds the new root, drops every
+// privilege and execs the program. It runs as (namespace) root with no
+// privilege on the host.
+//
+// WARNING: the order of the steps in Run is the security design. After any
+// change, run the integration tests as root:
+//
+//	sudo go test ./tests/... -run . -count=1
+package initproc
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// Main runs the init and only returns on failure, after reporting the
+// failed step to the supervisor over the sync socket.
+func Main(syncFD int) {
+	err := run(syncFD)
+	// run only returns on failure: report the step and errno.
+	ie, ok := err.(*spec.InitError)
+	if !ok {
+		ie = spec.StepError("init", err)
+	}
+	if _, werr := unix.Write(syncFD, spec.EncodeError(ie)); werr != nil {
+		fmt.Fprintf(os.Stderr, "nsbox init: %v (and reporting it failed: %v)\n", ie, werr)
+	}
+	os.Exit(1)
+}
+
+// run is one linear list of steps; each returns a *spec.InitError naming it.
+func run(syncFD int) error {
+	// Capabilities, PDEATHSIG, no_new_privs and seccomp are per-thread:
+	// every step and the final execve run on this one OS thread.
+	runtime.LockOSThread()
+
+	// Refuse to run anywhere but in the fresh namespaces the supervisor
+	// made: run by hand on the host, the mounts below would hit the host.
+	if err := checkNamespaces(); err != nil {
+		return spec.StepError("check namespaces", err)
+	}
+
+	// Read the spec, then wait for "go": the supervisor finishes host-side
+	// setup (uid/gid maps are already written; cgroup placement) first.
+	s, err := readSpec(syncFD)
+	if err != nil {
+		return spec.StepError("read spec", err)
+	}
+	if err := waitGo(syncFD); err != nil {
+		return spec.StepError("wait for go", err)
+	}
+
+	// No mount or unmount done here may propagate to the host, and no host
+	// mount event may reach in.
+	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return spec.StepError("make / private", err)
+	}
+	// The new root is an empty tmpfs: only what is mounted into it exists.
+	if err := mountTmpfs("/", 1<<20, 0o755, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return spec.StepError("mount root tmpfs", err)
+	}
+	for _, l := range s.Symlinks {
+		if err := makeSymlink(l); err != nil {
+			return spec.StepError("symlink "+l.Path, err)
+		}
+	}
+	// Read-only binds of exactly what the interpreter needs, and the
+	// read-write /workspace, all nosuid and nodev.
+	for _, b := range s.Binds {
+		if err := attachBind(b.FD, b.Dest, b.Dir, b.Writable); err != nil {
+			return spec.StepError("bind "+b.Dest, err)
+		}
+	}
+	// /tmp is the only other writable place, bounded in bytes and inodes,
+	// and like /workspace not executable.
+	if err := mountTmpfs("/tmp", s.TmpSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		return spec.StepError("mount /tmp", err)
+	}
+	if err := setupDev(s.ShmSize); err != nil {
+		return spec.StepError("mount /dev", err)
+	}
+	if err := setupProc(); err != nil {
+		return spec.StepError("mount /proc", err)
+	}
+	// Just enough of /etc for getpwuid(), localhost and glibc's lookups;
+	// no host file is copied.
+	for _, f := range [][2]string{
+		{"/etc/passwd", s.Passwd},
+		{"/etc/group", s.Group},
+		{"/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n"},
+		{"/etc/hostname", s.Hostname + "\n"},
+		{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+	} {
+		if err := writeFile(f[0], f[1]); err != nil {
+			return spec.StepError("write "+f[0], err)
+		}
+	}
+
+	// Switch to the new root and detach the old one: from here no host
+	// path is reachable by name.
+	if err := pivotRoot(); err != nil {
+		return spec.StepError("pivot_root", err)
+	}
+	// Everything but /workspace, /tmp and /dev/shm is read-only from here.
+	if err := remountRootReadOnly(); err != nil {
+		return spec.StepError("remount / read-only", err)
+	}
+	// Own hostname (UTS namespace) and a working loopback (network
+	// namespace without any other interface: no network).
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		return spec.StepError("sethostname", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return spec.StepError("loopback up", err)
+	}
+
+	// New session: the program has no controlling terminal, so it cannot
+	// push input into the caller's terminal with TIOCSTI.
+	if _, err := unix.Setsid(); err != nil {
+		return spec.StepError("setsid", err)
+	}
+	// Capabilities: empty the bounding and ambient sets while CAP_SETPCAP
+	// is still held, then drop to the sandbox uid/gid, then clear and
+	// verify the remaining sets.
+	if err := dropBoundingSet(); err != nil {
+		return spec.StepError("drop bounding set", err)
+	}
+	if err := dropIDs(spec.SandboxID, spec.SandboxID); err != nil {
+		return spec.StepError("drop uid/gid", err)
+	}
+	if err := clearCaps(); err != nil {
+		return spec.StepError("clear capabilities", err)
+	}
+	// The uid change reset PDEATHSIG: re-arm it so the sandbox still dies
+	// with the supervisor.
+	if err := setPdeathsig(); err != nil {
+		return spec.StepError("re-arm pdeathsig", err)
+	}
+	// Enter the working directory and prove it lies in the new root
+	// (CVE-2024-21626).
+	if err := verifyCwd(s.Cwd); err != nil {
+		return spec.StepError("verify cwd", err)
+	}
+	// Nothing but stdio survives execve (CVE-2024-21626).
+	if err := closeExtraFDs(); err != nil {
+		return spec.StepError("close fds", err)
+	}
+	// No execve from here on can gain privileges.
+	if err := setNoNewPrivs(); err != nil {
+		return spec.StepError("no_new_privs", err)
+	}
+	// Tell the supervisor setup is complete: an EOF before this means the
+	// init died, an EOF after it that execve succeeded.
+	if _, err := unix.Write(syncFD, spec.Ready); err != nil {
+		return spec.StepError("report ready", err)
+	}
+	// (Seccomp, applied last right before execve, is the next version's.)
+
+	// The sync socket is close-on-exec: its EOF tells the supervisor the
+	// program started. On failure execve returns and we report it.
+	err = unix.Exec(s.Argv[0], s.Argv, s.Env)
+	return spec.StepError("execve "+s.Argv[0], err)
+}
+
+// checkNamespaces verifies the init is PID 1 of a new PID namespace and
+// in a user namespace that does not map the whole host id range.
+func checkNamespaces() error {
+	if pid := os.Getpid(); pid != 1 {
+		return fmt.Errorf("pid %d, not 1: not in a new PID namespace (nsbox %s is internal)", pid, "init")
+	}
+	const p = "/proc/self/uid_map"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if f := strings.Fields(string(b)); len(f) >= 3 && f[0] == "0" && f[1] == "0" {
+		return fmt.Errorf("%s maps host root (%q): not in a sandbox user namespace", p, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// readSpec reads and validates the spec message.
+func readSpec(fd int) (*spec.Spec, error) {
+	buf := make([]byte, spec.MaxMessage)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, fmt.Errorf("read sync fd %d: %w", fd, err)
+	}
+	return spec.Decode(buf[:n])
+}
+
+// waitGo blocks until the supervisor sends spec.Go. EOF means the
+// supervisor gave up (or died): stop.
+func waitGo(fd int) error {
+	buf := make([]byte, 8)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return fmt.Errorf("read sync fd %d: %w", fd, err)
+	}
+	if n != len(spec.Go) || buf[0] != spec.Go[0] {
+		return fmt.Errorf("unexpected sync message %q (supervisor gone?)", buf[:n])
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Package spec defines what the supervisor tells the sandbox init and what
+// the init answers: the Spec of one run and the messages of the sync
+// protocol between them.
+//
+// The supervisor (host side) and the init (inside the new namespaces) are
+// the same binary, started twice. They talk over one inherited
+// SOCK_SEQPACKET socket, named by the init's --sync-fd flag:
+//
+//	supervisor → init   Spec (JSON)          right after start
+//	supervisor → init   Go                   once host-side setup is done
+//	init → supervisor   InitError (JSON)     if a setup step failed
+//	init → supervisor   Ready                after the last setup step
+//	init → supervisor   InitError (JSON)     if execve failed
+//	init → supervisor   EOF                  the socket is close-on-exec: EOF
+//	                                         after Ready means the program runs;
+//	                                         EOF before it, the init died
+//
+// The Spec is decoded strictly (unknown fields rejected) and validated
+// before the init acts on it, so a mismatched or corrupt message stops the
+// run instead of building a half-configured sandbox.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Version is bumped whenever Spec changes incompatibly.
+const Version = 1
+
+// Inside-the-sandbox identities. The init runs as RootID until it drops to
+// SandboxID right before exec; both map to unprivileged host ids (see
+// HostIDBase), never to host root.
+const (
+	RootID    = 0
+	SandboxID = 1000
+	// HostIDBase is the host uid/gid that inside id 0 maps to; inside id N
+	// maps to HostIDBase+N. It lies above systemd's container range
+	// (524288–1879048191) and is used by no regular account.
+	HostIDBase = 2_000_000_000
+)
+
+// Bind is one bind mount of a host file or directory into the new root. The
+// supervisor opens the source O_PATH and passes it as file descriptor FD, so
+// the init never resolves a host path itself (it may lack search permission
+// on the way, and a path could be swapped between check and use).
+type Bind struct {
+	FD       int    `json:"fd"`
+	Dest     string `json:"dest"`
+	Dir      bool   `json:"dir"`
+	Writable bool   `json:"writable"`
+}
+
+// Symlink is created in the new root before the binds.
+type Symlink struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+// Spec is everything the init needs to build the sandbox and start the
+// program.
+type Spec struct {
+	Version  int       `json:"version"`
+	RunID    string    `json:"run_id"`
+	Symlinks []Symlink `json:"symlinks"`
+	Binds    []Bind    `json:"binds"` // read-only ones and /workspace (Writable)
+	TmpSize  int64     `json:"tmp_size"`
+	ShmSize  int64     `json:"shm_size"`
+	Hostname string    `json:"hostname"`
+	Argv     []string  `json:"argv"` // Argv[0] is the absolute path executed inside the root
+	Env      []string  `json:"env"`
+	Cwd      string    `json:"cwd"`
+	// Passwd and Group are the full text of /etc/passwd and /etc/group in
+	// the new root, so getpwuid() and friends work without host files.
+	Passwd string `json:"passwd"`
+	Group  string `json:"group"`
+}
+
+// Encode returns the JSON form of s.
+func Encode(s *Spec) ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
+}
+
+// Decode parses and validates a Spec, rejecting unknown fields.
+func Decode(b []byte) (*Spec, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("decode spec: trailing data")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate checks the invariants the init relies on.
+func (s *Spec) Validate() error {
+	if s.Version != Version {
+		return fmt.Errorf("spec version %d, want %d (supervisor and init from different builds?)", s.Version, Version)
+	}
+	for _, l := range s.Symlinks {
+		if err := insidePath("symlink", l.Path); err != nil {
+			return err
+		}
+		if l.Target == "" || strings.ContainsRune(l.Target, 0) {
+			return fmt.Errorf("spec: symlink %s: bad target %q", l.Path, l.Target)
+		}
+	}
+	for _, b := range s.Binds {
+		if b.FD < 3 {
+			return fmt.Errorf("spec: bind %s: fd %d is not an inherited descriptor", b.Dest, b.FD)
+		}
+		if err := insidePath("bind", b.Dest); err != nil {
+			return err
+		}
+	}
+	if s.TmpSize <= 0 || s.ShmSize <= 0 {
+		return fmt.Errorf("spec: tmp_size %d and shm_size %d must be positive", s.TmpSize, s.ShmSize)
+	}
+	if len(s.Argv) == 0 || !path.IsAbs(s.Argv[0]) {
+		return fmt.Errorf("spec: argv[0] must be an absolute path, got %q", s.Argv)
+	}
+	if err := insidePath("cwd", s.Cwd); err != nil {
+		return err
+	}
+	for _, kv := range append(append([]string{}, s.Argv...), s.Env...) {
+		if strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("spec: NUL byte in argv or env")
+		}
+	}
+	for _, kv := range s.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("spec: env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// insidePath accepts absolute, clean paths without NUL bytes or "..".
+func insidePath(what, p string) error {
+	if !path.IsAbs(p) || path.Clean(p) != p || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("spec: %s path %q must be absolute and clean", what, p)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package spec
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func validSpec() *Spec {
+	return &Spec{
+		Version:  Version,
+		RunID:    "abc",
+		Symlinks: []Symlink{{Path: "/lib64", Target: "usr/lib64"}},
+		Binds:    []Bind{{FD: 4, Dest: "/usr/bin/python3.11"}, {FD: 5, Dest: "/workspace", Dir: true, Writable: true}},
+		TmpSize:  1 << 20,
+		ShmSize:  1 << 20,
+		Hostname: "nsbox",
+		Argv:     []string{"/usr/bin/python3.11", "-"},
+		Env:      []string{"PATH=/usr/bin"},
+		Cwd:      "/workspace",
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	b, err := Encode(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Binds[1].Dest != "/workspace" || !s.Binds[1].Writable || s.Symlinks[0].Target != "usr/lib64" {
+		t.Errorf("round trip lost data: %+v", s)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	for name, mutate := range map[string]func(*Spec){
+		"version":        func(s *Spec) { s.Version = 99 },
+		"relative bind":  func(s *Spec) { s.Binds[0].Dest = "usr/bin" },
+		"dotdot bind":    func(s *Spec) { s.Binds[0].Dest = "/usr/../etc" },
+		"stdio fd":       func(s *Spec) { s.Binds[0].FD = 1 },
+		"empty target":   func(s *Spec) { s.Symlinks[0].Target = "" },
+		"no argv":        func(s *Spec) { s.Argv = nil },
+		"relative argv0": func(s *Spec) { s.Argv[0] = "python3" },
+		"NUL in env":     func(s *Spec) { s.Env = []string{"A=b\x00c"} },
+		"env no equals":  func(s *Spec) { s.Env = []string{"PATH"} },
+		"zero tmp":       func(s *Spec) { s.TmpSize = 0 },
+		"relative cwd":   func(s *Spec) { s.Cwd = "workspace" },
+	} {
+		s := validSpec()
+		mutate(s)
+		if err := s.Validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, s)
+		}
+	}
+}
+
+func TestDecodeStrict(t *testing.T) {
+	b, _ := Encode(validSpec())
+	withExtra := strings.Replace(string(b), `{"version"`, `{"surprise":1,"version"`, 1)
+	if _, err := Decode([]byte(withExtra)); err == nil {
+		t.Error("unknown field accepted")
+	}
+	if _, err := Decode(append(b, []byte(" {}")...)); err == nil {
+		t.Error("trailing data accepted")
+	}
+}
+
+func TestInitErrorRoundTrip(t *testing.T) {
+	ie := StepError("pivot_root", errors.Join(errors.New("pivot"), syscall.EPERM))
+	got, err := DecodeError(EncodeError(ie))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Step != "pivot_root" || got.ErrnoName() != "EPERM" {
+		t.Errorf("got %+v (%s)", got, got.ErrnoName())
+	}
+	if _, err := DecodeError([]byte(`{"message":"no step"}`)); err == nil {
+		t.Error("error without step accepted")
+	}
+}
+
+// FuzzDecode: Decode never panics, and whatever it accepts re-encodes.
+func FuzzDecode(f *testing.F) {
+	b, _ := Encode(validSpec())
+	f.Add(b)
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if _, err := Encode(s); err != nil {
+			t.Fatalf("accepted spec does not re-encode: %v", err)
+		}
+	})
+}

@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// DefaultStateDir holds per-run directories (runs/ID) while runs are live.
+// NSBOX_STATE_DIR overrides it.
+const DefaultStateDir = "/var/lib/nsbox"
+
+// StateDir returns the state directory from the environment or the default.
+func StateDir() string {
+	if d := os.Getenv("NSBOX_STATE_DIR"); d != "" {
+		return d
+	}
+	return DefaultStateDir
+}
+
+// runDir is the host directory of one live run. It holds a lock file that
+// the supervisor keeps flock'ed for the whole run, so a later supervisor
+// can tell a crashed run's leftovers (lock free) from a live run's.
+type runDir struct {
+	path string
+	lock *os.File
+}
+
+// newRunDir creates STATE/runs/ID, locks it and removes the leftovers of
+// runs whose supervisor died.
+func newRunDir(state, id string) (*runDir, error) {
+	runs := filepath.Join(state, "runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir %s: %w", runs, err)
+	}
+	sweepStale(runs)
+	p := filepath.Join(runs, id)
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return nil, fmt.Errorf("create run dir %s: %w", p, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(p, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		os.RemoveAll(p)
+		return nil, fmt.Errorf("create run lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		os.RemoveAll(p)
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	return &runDir{path: p, lock: lock}, nil
+}
+
+// freshWorkspace creates an empty /workspace owned by the sandbox user.
+func (d *runDir) freshWorkspace() (string, error) {
+	ws := filepath.Join(d.path, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return "", fmt.Errorf("create workspace %s: %w", ws, err)
+	}
+	if err := os.Chown(ws, spec.HostIDBase+spec.SandboxID, spec.HostIDBase+spec.SandboxID); err != nil {
+		return "", fmt.Errorf("chown workspace %s: %w", ws, err)
+	}
+	return ws, nil
+}
+
+// remove deletes the run directory (with a fresh workspace in it) and
+// releases the lock. RemoveAll does not follow symlinks the program left.
+func (d *runDir) remove() error {
+	err := os.RemoveAll(d.path)
+	d.lock.Close()
+	if err != nil {
+		return fmt.Errorf("remove run dir %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// isOld reports whether a lock-less run dir is older than any run setup.
+func isOld(fi os.FileInfo) bool { return time.Since(fi.ModTime()) > time.Minute }
+
+// sweepStale removes run directories whose lock nobody holds: their
+// supervisor crashed (a live run keeps its lock until it has cleaned up).
+// Errors are ignored: a leftover that cannot be removed now is tried again
+// by the next run and does not concern this one.
+func sweepStale(runs string) {
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(runs, e.Name())
+		f, err := os.OpenFile(filepath.Join(p, "lock"), os.O_RDWR, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			// Being created right now, or crashed before locking; only the
+			// latter is old enough to matter.
+			if fi, serr := os.Stat(p); serr == nil && isOld(fi) {
+				os.RemoveAll(p)
+			}
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.RemoveAll(p)
+		}
+		f.Close()
+	}
+}

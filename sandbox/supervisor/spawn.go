@@ -1,0 +1,221 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/hostroot"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// InitCommand is the hidden command of the nsbox binary that runs the
+// sandbox init (see cmd/nsbox/init.go).
+const InitCommand = "init"
+
+// syncFD is the descriptor number of the sync socket in the init.
+const syncFD = 3
+
+// cloneFlags are the namespaces every sandbox gets. CLONE_NEWUSER comes
+// with the others in one clone(2), so the init holds capabilities only
+// over namespaces it owns, never over the host's.
+const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+
+// idMap maps the init (inside 0) and the sandbox user (inside 1000) to
+// unprivileged host ids; host root is never mapped, so host files owned by
+// root appear as nobody and cannot be written even by the init.
+func idMap() []syscall.SysProcIDMap {
+	return []syscall.SysProcIDMap{
+		{ContainerID: spec.RootID, HostID: spec.HostIDBase + spec.RootID, Size: 1},
+		{ContainerID: spec.SandboxID, HostID: spec.HostIDBase + spec.SandboxID, Size: 1},
+	}
+}
+
+// launch is one started init with the host ends of its pipes.
+type launch struct {
+	cmd    *exec.Cmd
+	sync   int      // host end of the sync socket
+	stdin  *os.File // write end: the program's source
+	stdout *os.File // read ends
+	stderr *os.File
+}
+
+// openBinds prepares every bind mount as a detached mount (open_tree with
+// OPEN_TREE_CLONE), already read-only (except /workspace), nosuid and
+// nodev, and fills in the spec's binds with the descriptor numbers they
+// will have in the init (starting at 4). The init only attaches them with
+// move_mount: it never resolves a host path itself, needs no search
+// permission on the way (a workspace under /root works), and cannot get
+// a writable copy of a read-only source. Needs Linux 5.12
+// (mount_setattr).
+func openBinds(plan *hostroot.Plan, workspace string) (files []*os.File, binds []spec.Bind, err error) {
+	add := func(src, dest string, dir, writable bool) error {
+		f, err := detachedBind(src, writable)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		binds = append(binds, spec.Bind{FD: syncFD + len(files), Dest: dest, Dir: dir, Writable: writable})
+		return nil
+	}
+	for _, b := range plan.Binds {
+		if err := add(b.Source, b.Dest, b.Dir, false); err != nil {
+			closeAll(files)
+			return nil, nil, err
+		}
+	}
+	if err := add(workspace, "/workspace", true, true); err != nil {
+		closeAll(files)
+		return nil, nil, err
+	}
+	return files, binds, nil
+}
+
+// detachedBind clones the mount of src (not its submounts) into a detached
+// mount and sets its flags. Flags on a detached mount apply before anyone
+// can see it, so there is no window where the bind is writable.
+func detachedBind(src string, writable bool) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, &os.PathError{Op: "open_tree", Path: src, Err: err}
+	}
+	// Read-only binds are the interpreter and its libraries and must stay
+	// executable; the writable one (/workspace) is noexec, so the only
+	// code that can be executed is what the root was built from.
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if writable {
+		attr.Attr_set |= unix.MOUNT_ATTR_NOEXEC
+	} else {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "mount_setattr", Path: src, Err: err}
+	}
+	return os.NewFile(uintptr(fd), src), nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// start re-executes exe as the init in new namespaces. Go's fork code
+// writes the uid/gid maps from the parent before the child execs.
+func start(exe string, bindFiles []*os.File) (*launch, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	childSync := os.NewFile(uintptr(fds[1]), "sync")
+	defer childSync.Close()
+
+	var l launch
+	l.sync = fds[0]
+	var childEnds []*os.File
+	defer func() { closeAll(childEnds) }()
+	pipe := func(childReads bool) (*os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		if childReads {
+			childEnds = append(childEnds, r)
+			return w, nil
+		}
+		childEnds = append(childEnds, w)
+		return r, nil
+	}
+	if l.stdin, err = pipe(true); err == nil {
+		if l.stdout, err = pipe(false); err == nil {
+			l.stderr, err = pipe(false)
+		}
+	}
+	if err != nil {
+		l.closeHostEnds()
+		return nil, err
+	}
+
+	l.cmd = &exec.Cmd{
+		Path:       exe,
+		Args:       []string{"nsbox", InitCommand, "--sync-fd", fmt.Sprint(syncFD)},
+		Env:        []string{}, // nothing of the host environment reaches the init
+		Dir:        "/",
+		Stdin:      childEnds[0],
+		Stdout:     childEnds[1],
+		Stderr:     childEnds[2],
+		ExtraFiles: append([]*os.File{childSync}, bindFiles...),
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 cloneFlags,
+			UidMappings:                idMap(),
+			GidMappings:                idMap(),
+			GidMappingsEnableSetgroups: true, // the init clears its groups with setgroups
+			// Become inside-root (host uid HostIDBase) once the maps are
+			// written: host root is unmapped there, and execve as an
+			// unmapped uid would leave the init without capabilities.
+			Credential: &syscall.Credential{Uid: spec.RootID, Gid: spec.RootID},
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	if err := l.cmd.Start(); err != nil {
+		l.closeHostEnds()
+		return nil, fmt.Errorf("start sandbox init %s: %w", exe, err)
+	}
+	return &l, nil
+}
+
+func (l *launch) closeHostEnds() {
+	unix.Close(l.sync)
+	for _, f := range []*os.File{l.stdin, l.stdout, l.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// send writes one message on the sync socket.
+func (l *launch) send(msg []byte) error {
+	if _, err := unix.Write(l.sync, msg); err != nil {
+		return fmt.Errorf("write sync socket: %w", err)
+	}
+	return nil
+}
+
+// errInitDied reports an init that exited or was killed before it
+// reported ready.
+var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited before it was ready"}
+
+// awaitExec returns nil once the program was exec'd (Ready, then EOF on the
+// close-on-exec sync socket), or the init's error.
+func (l *launch) awaitExec() error {
+	buf := make([]byte, spec.MaxMessage)
+	ready := false
+	for {
+		n, err := unix.Read(l.sync, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read sync socket: %w", err)
+		}
+		switch {
+		case n == 0 && ready:
+			return nil
+		case n == 0:
+			return errInitDied
+		case !ready && n == len(spec.Ready) && buf[0] == spec.Ready[0]:
+			ready = true
+		default:
+			ie, err := spec.DecodeError(buf[:n])
+			if err != nil {
+				return err
+			}
+			return ie
+		}
+	}
+}

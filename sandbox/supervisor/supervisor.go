@@ -1,0 +1,281 @@
+// Package supervisor is the host side of a run: it resolves the root,
+// starts the sandbox init in new namespaces, feeds it the spec and the
+// program, captures output under caps, enforces the wall-clock timeout and
+// manual stops, and turns whatever happened into a result.Result.
+//
+// Killing a run kills its PID namespace's init (the program, PID 1 inside):
+// the kernel then kills every other process in the namespace, including
+// ones that called setsid or double-forked, before the wait returns.
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/hostroot"
+	"github.com/nsbox/nsbox/sandbox/output"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// Options describe one run.
+type Options struct {
+	Policy    *policies.Policy // validated, already narrowed by flags
+	Code      []byte           // the program's source
+	Workspace string           // host dir for /workspace; "" for a fresh one
+	StateDir  string           // see StateDir()
+	Exe       string           // the nsbox binary to re-exec as init; "" for /proc/self/exe
+	// Stdout and Stderr, when set, receive the kept output live (plain
+	// mode). The result holds it either way.
+	Stdout, Stderr io.Writer
+}
+
+// Run runs one program and always returns a result. Cancelling ctx stops
+// the run with status killed; context.Cause(ctx) becomes the reason.
+func Run(ctx context.Context, o Options) *result.Result {
+	r := result.New(NewID(), o.Policy.Name)
+	start := time.Now()
+	defer func() { r.DurationMS = time.Since(start).Milliseconds() }()
+	if err := run(ctx, o, r); err != nil {
+		r.Status = result.StatusSandboxError
+		r.Error = sandboxError(err)
+		r.ExitCode, r.Signal = nil, nil
+	}
+	return r
+}
+
+// stepError carries the failing host-side step into the result.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func sandboxError(err error) *result.SandboxError {
+	var ie *spec.InitError
+	if errors.As(err, &ie) {
+		return &result.SandboxError{Step: ie.Step, Errno: ie.ErrnoName(), Message: ie.Message}
+	}
+	var se *stepError
+	if errors.As(err, &se) {
+		return result.NewSandboxError(se.step, se.err)
+	}
+	return result.NewSandboxError("supervisor", err)
+}
+
+func run(ctx context.Context, o Options, r *result.Result) (err error) {
+	if os.Geteuid() != 0 {
+		return &stepError{"privileges", errors.New("nsbox run needs root (rootless mode is not implemented yet)")}
+	}
+	exe := o.Exe
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	plan, err := hostroot.New(o.Policy.Python.Interpreter, o.Policy.Python.HostPaths)
+	if err != nil {
+		return &stepError{"rootfs", err}
+	}
+	rd, err := newRunDir(o.StateDir, r.ID)
+	if err != nil {
+		return &stepError{"state dir", err}
+	}
+	defer func() {
+		if rerr := rd.remove(); rerr != nil && err == nil {
+			err = &stepError{"cleanup", rerr}
+		}
+	}()
+	ws := o.Workspace
+	if ws == "" {
+		ws, err = rd.freshWorkspace()
+	} else {
+		err = checkWorkspace(ws)
+	}
+	if err != nil {
+		return &stepError{"workspace", err}
+	}
+	bindFiles, binds, err := openBinds(plan, ws)
+	if err != nil {
+		return &stepError{"rootfs", err}
+	}
+	defer closeAll(bindFiles)
+	sp := newSpec(o.Policy, r.ID, plan, binds)
+	msg, err := spec.Encode(sp)
+	if err != nil {
+		return &stepError{"spec", err}
+	}
+
+	// PDEATHSIG fires when the thread that forked the init exits, not the
+	// process: keep this goroutine on its thread until the init is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	l, err := start(exe, bindFiles)
+	if err != nil {
+		return &stepError{"start init", err}
+	}
+	defer l.closeHostEnds()
+	closeAll(bindFiles) // the init has its copies
+	bindFiles = nil
+
+	stop := &stopper{proc: l.cmd.Process, done: make(chan struct{})}
+	timer := time.AfterFunc(o.Policy.Limits.Timeout.Duration, func() {
+		stop.stop(result.StatusTimeout, "wall clock "+o.Policy.Limits.Timeout.Duration.String())
+	})
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop.stop(result.StatusKilled, fmt.Sprint(context.Cause(ctx)))
+		case <-stop.done:
+		}
+	}()
+	limit := int64(o.Policy.Limits.OutputLimit)
+	stdout := output.NewStream(limit, o.Stdout, func() {
+		stop.stop(result.StatusOutputLimit, fmt.Sprintf("stdout exceeded %d bytes", limit))
+	})
+	stderr := output.NewStream(limit, o.Stderr, func() {
+		stop.stop(result.StatusOutputLimit, fmt.Sprintf("stderr exceeded %d bytes", limit))
+	})
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); stdout.Copy(l.stdout) }()
+	go func() { defer readers.Done(); stderr.Copy(l.stderr) }()
+
+	// Host-side setup is complete (uid/gid maps were written by the fork
+	// code): hand over the spec and release the init.
+	setupErr := l.send(msg)
+	if setupErr == nil {
+		setupErr = l.send(spec.Go)
+	}
+	if setupErr == nil {
+		setupErr = l.awaitExec()
+	}
+	if setupErr == nil {
+		go feedCode(l.stdin, o.Code)
+	} else {
+		stop.stop("", "") // kill a half-built sandbox; no status of its own
+	}
+
+	waitErr := l.cmd.Wait()
+	stop.finish()
+	timer.Stop()
+	waitReaders(&readers, l)
+	result.SetStdout(r, stdout.Bytes())
+	result.SetStderr(r, stderr.Bytes())
+	r.StdoutTruncated, r.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+
+	if status, reason := stop.result(); status != "" {
+		// A stop (timeout, output cap, by hand) outranks what it caused.
+		r.Status, r.Reason = status, reason
+		setExit(r, l.cmd.ProcessState)
+		return nil
+	}
+	if setupErr != nil {
+		return setupErr
+	}
+	if l.cmd.ProcessState == nil {
+		return &stepError{"wait", waitErr}
+	}
+	setExit(r, l.cmd.ProcessState)
+	if r.ExitCode != nil && *r.ExitCode == 0 {
+		r.Status = result.StatusOK
+	} else {
+		r.Status = result.StatusError
+	}
+	return nil
+}
+
+// feedCode writes the program to the interpreter's stdin and closes it.
+// EPIPE (the program ended without reading it all) is not an error here.
+func feedCode(w *os.File, code []byte) {
+	w.Write(code)
+	w.Close()
+}
+
+// waitReaders waits for both output streams to reach EOF. Every writer is
+// gone once the PID namespace is torn down, so this is quick; the bound is
+// a guard so a run always ends within its timeout plus a second.
+func waitReaders(readers *sync.WaitGroup, l *launch) {
+	done := make(chan struct{})
+	go func() { readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+		l.stdout.Close()
+		l.stderr.Close()
+		<-done
+	}
+}
+
+// setExit fills exit_code or signal from the wait status.
+func setExit(r *result.Result, ps *os.ProcessState) {
+	if ps == nil {
+		return
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+	case ws.Exited():
+		c := ws.ExitStatus()
+		r.ExitCode = &c
+	case ws.Signaled():
+		s := int(ws.Signal())
+		r.Signal = &s
+	}
+}
+
+// stopper kills the run once, remembering the first reason.
+type stopper struct {
+	mu       sync.Mutex
+	proc     *os.Process
+	status   result.Status
+	reason   string
+	stopped  bool
+	finished bool
+	done     chan struct{} // closed by finish
+	once     sync.Once
+}
+
+// stop kills the init (PID 1 of the sandbox's PID namespace), which makes
+// the kernel kill every process in it. The first caller's status wins.
+func (s *stopper) stop(status result.Status, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.finished {
+		return
+	}
+	s.stopped, s.status, s.reason = true, status, reason
+	s.proc.Signal(syscall.SIGKILL)
+}
+
+// finish marks the init as reaped: no later stop may signal its pid.
+func (s *stopper) finish() {
+	s.mu.Lock()
+	s.finished = true
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.done) })
+}
+
+func (s *stopper) result() (result.Status, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status, s.reason
+}
+
+// NewID returns a random run id (24 hex digits).
+func NewID() string {
+	b := make([]byte, 12)
+	rand.Read(b) // never fails on Linux (getrandom)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# install-deps.sh: make sure this machine has what building and testing
+# nsbox needs. As root on Debian/Ubuntu it installs missing packages with
+# apt-get; otherwise it names exactly what is missing and fails.
+set -euo pipefail
+
+missing_pkgs=()
+problems=()
+
+need_cmd() { # need_cmd COMMAND DEBIAN_PACKAGE
+	command -v "$1" >/dev/null 2>&1 || missing_pkgs+=("$2")
+}
+need_file() { # need_file PATH DEBIAN_PACKAGE
+	[ -e "$1" ] || missing_pkgs+=("$2")
+}
+
+# The built-in policies use the host's Debian Python until the rootfs
+# builder ships its own roots.
+need_file /usr/bin/python3.11 python3.11
+need_file /usr/lib/python3.11/os.py libpython3.11-stdlib
+# go test -race needs cgo, so a C compiler.
+need_cmd gcc gcc
+
+if ! command -v go >/dev/null 2>&1; then
+	problems+=("Go 1.26 or newer is not installed (https://go.dev/doc/install; Debian's golang package is too old)")
+else
+	gov=$(go env GOVERSION | sed 's/^go//')
+	major=${gov%%.*}; rest=${gov#*.}; minor=${rest%%.*}
+	if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 26 ]; }; then
+		problems+=("Go $gov is too old: nsbox needs Go 1.26 or newer")
+	fi
+fi
+
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "install-deps: apt-get install ${missing_pkgs[*]}" >&2
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+	else
+		problems+=("missing Debian packages: ${missing_pkgs[*]} (as root: apt-get install ${missing_pkgs[*]})")
+	fi
+fi
+
+if [ ${#problems[@]} -gt 0 ]; then
+	printf 'install-deps: %s\n' "${problems[@]}" >&2
+	exit 1
+fi

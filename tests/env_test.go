@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// TestHostEnvironmentInvisible sets a secret in nsbox's environment and
+// checks the program's environment is exactly the documented one.
+func TestHostEnvironmentInvisible(t *testing.T) {
+	needRoot(t)
+	code := `import json, os; print(json.dumps(dict(os.environ)))`
+	o := nsbox(t, run{args: []string{"run", "--json", "-c", code}, env: []string{"NSBOX_TEST_SECRET=hunter2-canary"}})
+	o.wantStatus(t, result.StatusOK)
+	var env map[string]string
+	if err := json.Unmarshal([]byte(o.res.Stdout), &env); err != nil {
+		t.Fatalf("bad output %q: %v", o.res.Stdout, err)
+	}
+	want := map[string]string{
+		"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s=%q, want %q", k, env[k], v)
+		}
+	}
+	for k, v := range env {
+		if _, ok := want[k]; !ok && k != "LC_CTYPE" { // Python's C-locale coercion may add LC_CTYPE
+			t.Errorf("unexpected variable %s=%q inside", k, v)
+		}
+		if strings.Contains(v, "hunter2") {
+			t.Errorf("host secret leaked in %s", k)
+		}
+	}
+}
+
+// TestPolicyEnv adds a variable through a policy's [env] table.
+func TestPolicyEnv(t *testing.T) {
+	needRoot(t)
+	b, err := os.ReadFile("../policies/default.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "env.toml")
+	os.WriteFile(p, append(b, []byte("\n[env]\nMPLBACKEND = \"Agg\"\n")...), 0o644)
+	o := nsbox(t, run{args: []string{"run", "--json", "--policy", p, "-c", "import os; print(os.environ['MPLBACKEND'])"}})
+	o.wantStatus(t, result.StatusOK)
+	if o.res.Stdout != "Agg\n" || o.res.Policy != p {
+		t.Errorf("stdout %q policy %q", o.res.Stdout, o.res.Policy)
+	}
+}
+
+// TestNonUTF8Output: invalid UTF-8 survives exactly in stdout_base64.
+func TestNonUTF8Output(t *testing.T) {
+	needRoot(t)
+	o := runPy(t, "default", `import sys; sys.stdout.buffer.write(b"ok \xff\xfe end")`)
+	o.wantStatus(t, result.StatusOK)
+	raw, err := base64.StdEncoding.DecodeString(o.res.StdoutBase64)
+	if err != nil || string(raw) != "ok \xff\xfe end" {
+		t.Errorf("stdout_base64 %q decodes to %q, %v", o.res.StdoutBase64, raw, err)
+	}
+	if o.res.Stdout != "ok \uFFFD end" { // one U+FFFD per invalid run
+		t.Errorf("stdout %q, want U+FFFD replacements", o.res.Stdout)
+	}
+}
+
+// TestJSONResultShape checks the documented fields of an ok result.
+func TestJSONResultShape(t *testing.T) {
+	needRoot(t)
+	o := runPy(t, "strict", `print("hi")`)
+	o.wantStatus(t, result.StatusOK)
+	r := o.res
+	if r.Schema != 1 || len(r.ID) == 0 || r.ExitCode == nil || *r.ExitCode != 0 || r.Signal != nil ||
+		r.Stdout != "hi\n" || r.Policy != "strict" || r.DurationMS <= 0 || r.Error != nil {
+		t.Errorf("unexpected result %+v", r)
+	}
+	var raw map[string]any
+	json.Unmarshal(o.stdout, &raw)
+	for _, k := range []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
+		"stdout_truncated", "stderr_truncated", "duration_ms", "policy"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("result lacks %q: %s", k, o.stdout)
+		}
+	}
+}

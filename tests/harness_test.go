@@ -1,0 +1,212 @@
+// Package tests drives the real nsbox binary as root: real namespaces,
+// real mounts, no mocked kernel. Each test attacks one protection from
+// inside the sandbox and checks the host afterwards.
+//
+// Payloads are harmless even if uncontained: they touch only canaries the
+// test creates, signal only the test's own processes, connect only to a
+// 127.0.0.1 listener the test opens, and every loop is bounded.
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// nsboxBin is the binary under test: $NSBOX_BIN (make test sets it) or one
+// built into a temp dir by TestMain.
+var nsboxBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		nsboxBin = os.Getenv("NSBOX_BIN")
+		if nsboxBin == "" {
+			dir, err := os.MkdirTemp("", "nsbox-test-bin")
+			if err != nil {
+				panic(err)
+			}
+			defer os.RemoveAll(dir)
+			nsboxBin = filepath.Join(dir, "nsbox")
+			cmd := exec.Command("go", "build", "-o", nsboxBin, "../cmd/nsbox")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				os.Stderr.Write(out)
+				panic("build nsbox: " + err.Error())
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// needRoot skips a test that needs root, unless NSBOX_MUST_WORK=1 (CI),
+// where a skip would hide a broken protection: then it fails.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("NSBOX_MUST_WORK") == "1" {
+		t.Fatal("NSBOX_MUST_WORK=1 but not running as root")
+	}
+	t.Skip("needs root (the sandbox needs CAP_SYS_ADMIN); run as root or set NSBOX_MUST_WORK=1 to fail instead")
+}
+
+// sandboxHostUID is the host uid the program runs as.
+const sandboxHostUID = spec.HostIDBase + spec.SandboxID
+
+// run is one nsbox invocation.
+type run struct {
+	args      []string
+	stdin     string
+	env       []string      // added to the test's environment
+	state     string        // NSBOX_STATE_DIR; a fresh one when ""
+	whileRuns func(*os.Process) // called once nsbox started
+}
+
+// outcome is what an nsbox invocation produced.
+type outcome struct {
+	exit    int
+	stdout  []byte
+	stderr  []byte
+	res     *result.Result // parsed when --json was given
+	elapsed time.Duration
+	rusage  *syscall.Rusage
+	state   string
+}
+
+// nsbox runs the binary and, for --json runs, decodes the single result.
+func nsbox(t *testing.T, r run) *outcome {
+	t.Helper()
+	if r.state == "" {
+		r.state = t.TempDir()
+	}
+	cmd := exec.Command(nsboxBin, r.args...)
+	cmd.Env = append(append(os.Environ(), "NSBOX_STATE_DIR="+r.state), r.env...)
+	cmd.Stdin = strings.NewReader(r.stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start nsbox: %v", err)
+	}
+	if r.whileRuns != nil {
+		r.whileRuns(cmd.Process)
+	}
+	err := cmd.Wait()
+	o := &outcome{stdout: stdout.Bytes(), stderr: stderr.Bytes(), elapsed: time.Since(start), state: r.state}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("wait nsbox: %v", err)
+	}
+	o.exit = cmd.ProcessState.ExitCode()
+	o.rusage, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	for _, a := range r.args {
+		if a == "--json" {
+			var res result.Result
+			dec := json.NewDecoder(bytes.NewReader(o.stdout))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&res); err != nil {
+				t.Fatalf("nsbox --json printed no valid result: %v\nstdout: %s\nstderr: %s", err, o.stdout, o.stderr)
+			}
+			if dec.More() {
+				t.Fatalf("nsbox --json printed more than one object: %s", o.stdout)
+			}
+			o.res = &res
+		}
+	}
+	return o
+}
+
+// runPy runs code under a policy with --json and returns the outcome.
+func runPy(t *testing.T, policy, code string, extra ...string) *outcome {
+	t.Helper()
+	args := append([]string{"run", "--json", "--policy", policy}, extra...)
+	return nsbox(t, run{args: append(args, "-c", code)})
+}
+
+// wantStatus fails the test unless the run ended with status.
+func (o *outcome) wantStatus(t *testing.T, status result.Status) {
+	t.Helper()
+	if o.res == nil {
+		t.Fatalf("no JSON result; exit %d, stderr: %s", o.exit, o.stderr)
+	}
+	if o.res.Status != status {
+		t.Fatalf("status %q (reason %q, error %+v), want %q\nstdout: %s\nstderr: %s",
+			o.res.Status, o.res.Reason, o.res.Error, status, o.res.Stdout, o.res.Stderr)
+	}
+}
+
+// noLeftovers checks that a run left no run directory behind.
+func (o *outcome) noLeftovers(t *testing.T) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(o.state, "runs"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read state dir: %v", err)
+	}
+	for _, e := range entries {
+		t.Errorf("left behind: %s", filepath.Join(o.state, "runs", e.Name()))
+	}
+}
+
+// sandboxProcesses lists host pids running as the sandbox user.
+func sandboxProcesses(t *testing.T) []string {
+	t.Helper()
+	var pids []string
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(sandboxHostUID) {
+				pids = append(pids, d.Name())
+			}
+		}
+	}
+	return pids
+}
+
+// waitFile polls until path exists or the deadline passes.
+func waitFile(path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// sandboxWorkspace returns a host dir the sandbox user may write, for
+// --workspace tests.
+func sandboxWorkspace(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, sandboxHostUID, sandboxHostUID); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -1,0 +1,110 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// TestUnprivilegedIdentity checks the program's credentials from inside
+// (uid, groups, every capability set, no_new_privs) and from the host (a
+// file it creates is owned by the unprivileged sandbox uid, not root).
+func TestUnprivilegedIdentity(t *testing.T) {
+	needRoot(t)
+	ws := sandboxWorkspace(t)
+	code := `
+import os
+print("IDS", os.getresuid(), os.getresgid(), os.getgroups())
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+for k in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"]:
+    print(k, st.get(k, "?").strip())
+open("/workspace/owned", "w").write("x")
+`
+	o := nsbox(t, run{args: []string{"run", "--json", "--workspace", ws, "-c", code}})
+	o.wantStatus(t, result.StatusOK)
+	for _, want := range []string{
+		"IDS (1000, 1000, 1000) (1000, 1000, 1000) []",
+		"CapInh 0000000000000000", "CapPrm 0000000000000000", "CapEff 0000000000000000",
+		"CapBnd 0000000000000000", "CapAmb 0000000000000000", "NoNewPrivs 1",
+	} {
+		if !strings.Contains(o.res.Stdout, want) {
+			t.Errorf("want %q in:\n%s", want, o.res.Stdout)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(ws, "owned"))
+	if err != nil {
+		t.Fatalf("host: file written in /workspace: %v", err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid == 0 || st.Gid == 0 || st.Uid != sandboxHostUID {
+		t.Errorf("host: file owned by %d:%d, want %d (never root)", st.Uid, st.Gid, sandboxHostUID)
+	}
+}
+
+// TestProgramUIDFromHost looks at the running program from the host: its
+// /proc status shows the unprivileged host uid in every slot.
+func TestProgramUIDFromHost(t *testing.T) {
+	needRoot(t)
+	ws := sandboxWorkspace(t)
+	code := `
+import time
+open("/workspace/started", "w").close()
+time.sleep(3)
+`
+	var uids []string
+	o := nsbox(t, run{
+		args: []string{"run", "--json", "--workspace", ws, "-c", code},
+		whileRuns: func(p *os.Process) {
+			if !waitFile(filepath.Join(ws, "started"), 5e9) {
+				t.Errorf("program did not start")
+				return
+			}
+			for _, c := range childrenOf(t, p.Pid) {
+				b, err := os.ReadFile(filepath.Join("/proc", c, "status"))
+				if err != nil {
+					continue
+				}
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "Uid:") {
+						uids = append(uids, l)
+					}
+				}
+			}
+		},
+	})
+	o.wantStatus(t, result.StatusOK)
+	if len(uids) == 0 {
+		t.Fatalf("found no sandbox process under nsbox")
+	}
+	for _, l := range uids {
+		f := strings.Fields(l)
+		for _, id := range f[1:] {
+			if id != strconv.Itoa(sandboxHostUID) {
+				t.Errorf("program uid line from host %q: want %d everywhere", l, sandboxHostUID)
+			}
+		}
+	}
+}
+
+// childrenOf lists the children of pid, forked by any of its threads.
+func childrenOf(t *testing.T, pid int) []string {
+	t.Helper()
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("list tasks of %d: %v", pid, err)
+	}
+	var kids []string
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	return kids
+}

@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// TestBadInput: every bad input gets the right status, exit code and a
+// message naming the culprit, and leaves nothing behind.
+func TestBadInput(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	policy := func(name, python, extra string) string {
+		return write(name, `
+[python]
+interpreter = "`+python+`"
+host_paths = ["/usr/lib/python3.11"]
+[limits]
+timeout = "10s"
+output_limit = "64KiB"
+`+extra+`
+[filesystem]
+tmp_size = "16MiB"
+shm_size = "8MiB"
+`)
+	}
+	empty := write("empty.py", "")
+	typo := policy("typo.toml", "/usr/bin/python3.11", "timout = \"5s\"")
+	missingPy := policy("nopy.toml", "/usr/bin/python9.99", "")
+	relativePy := policy("relpy.toml", "python3", "")
+	roWS := filepath.Join(dir, "readonly-ws")
+	os.Mkdir(roWS, 0o755)
+
+	cases := []struct {
+		name      string
+		args      []string
+		status    result.Status
+		exit      int
+		step      string
+		mentions  string
+		wantError bool
+	}{
+		{"missing file", []string{filepath.Join(dir, "nope.py")}, result.StatusSandboxError, 125, "input", "nope.py", true},
+		{"empty code", []string{empty}, result.StatusSandboxError, 125, "input", "empty", true},
+		{"empty -c", []string{"-c", ""}, result.StatusSandboxError, 125, "input", "empty", true},
+		{"no program", nil, result.StatusSandboxError, 125, "input", "no program", true},
+		{"policy typo", []string{"--policy", typo, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "timout", true},
+		{"unknown policy", []string{"--policy", "strcit", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "strcit", true},
+		{"interpreter missing", []string{"--policy", missingPy, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", "python9.99", true},
+		{"interpreter relative", []string{"--policy", relativePy, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "python3", true},
+		{"unwritable workspace", []string{"--workspace", roWS, "-c", "pass"}, result.StatusSandboxError, 125, "workspace", roWS, true},
+		{"missing workspace", []string{"--workspace", filepath.Join(dir, "nows"), "-c", "pass"}, result.StatusSandboxError, 125, "workspace", "nows", true},
+		{"timeout widened", []string{"--policy", "strict", "--timeout", "1h", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "1h", true},
+		{"output limit widened", []string{"--policy", "strict", "--output-limit", "1GiB", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "output", true},
+		{"syntax error", []string{"-c", "def f(:\n  pass"}, result.StatusError, 1, "", "SyntaxError", false},
+		{"exit code", []string{"-c", "raise SystemExit(3)"}, result.StatusError, 3, "", "", false},
+		// A real fault: the program is PID 1 of its namespace, so signals
+		// it sends itself without a handler are ignored, faults are not.
+		{"killed by own signal", []string{"-c", "import ctypes; ctypes.string_at(0)"}, result.StatusError, 139, "", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := nsbox(t, run{args: append([]string{"run", "--json"}, tc.args...)})
+			o.wantStatus(t, tc.status)
+			if o.exit != tc.exit {
+				t.Errorf("exit %d, want %d", o.exit, tc.exit)
+			}
+			if tc.wantError {
+				if o.res.Error == nil || o.res.Error.Step != tc.step || !strings.Contains(o.res.Error.Message, tc.mentions) {
+					t.Errorf("error %+v, want step %q mentioning %q", o.res.Error, tc.step, tc.mentions)
+				}
+				if strings.Contains(o.res.Error.Message, "\n") {
+					t.Errorf("error message is not one line: %q", o.res.Error.Message)
+				}
+			} else if !strings.Contains(o.res.Stderr, tc.mentions) {
+				t.Errorf("stderr %q, want it to mention %q", o.res.Stderr, tc.mentions)
+			}
+			o.noLeftovers(t)
+
+			// Plain mode: the same exit code and one line on stderr.
+			p := nsbox(t, run{args: append([]string{"run"}, tc.args...)})
+			if p.exit != tc.exit {
+				t.Errorf("plain mode exit %d, want %d", p.exit, tc.exit)
+			}
+			if tc.wantError && strings.Count(strings.TrimSpace(string(p.stderr)), "\n") != 0 {
+				t.Errorf("plain mode stderr is not one line: %q", p.stderr)
+			}
+		})
+	}
+}
+
+// TestCodeSources runs the same program from -c, a file and stdin.
+func TestCodeSources(t *testing.T) {
+	needRoot(t)
+	file := filepath.Join(t.TempDir(), "prog.py")
+	os.WriteFile(file, []byte("print(6*7)\n"), 0o644)
+	for _, r := range []run{
+		{args: []string{"run", "-c", "print(6*7)"}},
+		{args: []string{"run", file}},
+		{args: []string{"run", "--policy", "strict", "-"}, stdin: "print(6*7)\n"},
+		{args: []string{"run", "--policy", "strict.toml", "-"}, stdin: "print(6*7)\n"},
+		{args: []string{"run", "--policy", "permissive", "-c", "print(6*7)"}},
+	} {
+		o := nsbox(t, r)
+		if o.exit != 0 || string(o.stdout) != "42\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 42", r.args, o.exit, o.stdout, o.stderr)
+		}
+	}
+}
