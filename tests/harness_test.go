@@ -70,8 +70,8 @@ const sandboxHostUID = spec.HostIDBase + spec.SandboxID
 type run struct {
 	args      []string
 	stdin     string
-	env       []string      // added to the test's environment
-	state     string        // NSBOX_STATE_DIR; a fresh one when ""
+	env       []string          // added to the test's environment
+	state     string            // NSBOX_STATE_DIR; a fresh one when ""
 	whileRuns func(*os.Process) // called once nsbox started
 }
 

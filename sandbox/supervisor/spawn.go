@@ -159,7 +159,7 @@ func start(exe string, bindFiles []*os.File) (*launch, error) {
 			// written: host root is unmapped there, and execve as an
 			// unmapped uid would leave the init without capabilities.
 			Credential: &syscall.Credential{Uid: spec.RootID, Gid: spec.RootID},
-			Pdeathsig:                  syscall.SIGKILL,
+			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
 	if err := l.cmd.Start(); err != nil {
