@@ -160,7 +160,7 @@ func (o *outcome) noLeftovers(t *testing.T) {
 	}
 }
 
-// sandboxProcesses lists host pids running as the sandbox user.
+// sandboxProcesses lists live host pids running as the sandbox user.
 func sandboxProcesses(t *testing.T) []string {
 	t.Helper()
 	var pids []string
@@ -175,6 +175,10 @@ func sandboxProcesses(t *testing.T) []string {
 		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
 		if err != nil {
 			continue // exited meanwhile
+		}
+		// Zombies are dead (they wait for the host's init to reap them).
+		if strings.Contains(string(b), "\nState:\tZ") {
+			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(sandboxHostUID) {

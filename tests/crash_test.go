@@ -1,0 +1,67 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// TestSandboxDiesWithSupervisor SIGKILLs nsbox itself mid-run: PDEATHSIG
+// must take the sandbox down (no process of the sandbox uid survives), and
+// the next run must sweep the crashed run's directory.
+func TestSandboxDiesWithSupervisor(t *testing.T) {
+	needRoot(t)
+	ws := sandboxWorkspace(t)
+	state := t.TempDir()
+	nsbox(t, run{
+		args:  []string{"run", "--workspace", ws, "-c", escapeCode(true)},
+		state: state,
+		whileRuns: func(p *os.Process) {
+			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
+				t.Errorf("payload never got ready")
+			}
+			p.Signal(syscall.SIGKILL)
+		},
+	})
+	// The kernel delivers PDEATHSIG asynchronously: give it a moment.
+	deadline := time.Now().Add(2 * time.Second)
+	for len(sandboxProcesses(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	heartbeatsStopped(t, ws)
+
+	runs, _ := os.ReadDir(filepath.Join(state, "runs"))
+	if len(runs) != 1 {
+		t.Fatalf("want the crashed run's directory left behind, found %d entries", len(runs))
+	}
+	o := nsbox(t, run{args: []string{"run", "--json", "-c", "pass"}, state: state})
+	o.wantStatus(t, result.StatusOK)
+	o.noLeftovers(t)
+}
+
+// TestNoInheritedDescriptors lists the program's open descriptors from
+// inside (CVE-2024-21626: a leaked host fd is a way out of the root).
+func TestNoInheritedDescriptors(t *testing.T) {
+	needRoot(t)
+	code := `
+import os
+fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+print("FDS", fds)
+print("CWD", os.getcwd(), "SID", os.getsid(0), "PID", os.getpid())
+`
+	o := runPy(t, "default", code)
+	o.wantStatus(t, result.StatusOK)
+	// 0-2 are stdio; 3 is the directory listdir itself holds open.
+	if !strings.Contains(o.res.Stdout, "FDS [0, 1, 2, 3]") {
+		t.Errorf("unexpected descriptors inside: %s", o.res.Stdout)
+	}
+	// Session leader (setsid): no controlling terminal to inject into.
+	if !strings.Contains(o.res.Stdout, "CWD /workspace SID 1 PID 1") {
+		t.Errorf("unexpected cwd/session: %s", o.res.Stdout)
+	}
+}
