@@ -118,3 +118,13 @@ func TestCodeSources(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageErrorJSON: with --json even a wrong command line yields one
+// result object.
+func TestUsageErrorJSON(t *testing.T) {
+	o := nsbox(t, run{args: []string{"run", "--json", "--no-such-flag", "-c", "pass"}})
+	o.wantStatus(t, result.StatusSandboxError)
+	if o.exit != 125 || o.res.Error == nil || o.res.Error.Step != "input" || !strings.Contains(o.res.Error.Message, "no-such-flag") || o.res.ID == "" {
+		t.Errorf("exit %d, result %+v", o.exit, o.res)
+	}
+}

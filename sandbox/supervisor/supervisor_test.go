@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+func TestCheckWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("NSBOX_MUST_WORK") == "1" {
+			t.Fatal("NSBOX_MUST_WORK=1 but not root")
+		}
+		t.Skip("needs root to chown test directories")
+	}
+	dir := t.TempDir()
+	mk := func(name string, mode os.FileMode, uid int) string {
+		p := filepath.Join(dir, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode) // umask-free
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o666)
+	sandbox := spec.HostIDBase + spec.SandboxID
+	for _, tc := range []struct {
+		path string
+		ok   bool
+		want string
+	}{
+		{mk("owned", 0o700, sandbox), true, ""},
+		{mk("world", 0o777, 0), true, ""},
+		{mk("rootonly", 0o755, 0), false, "not writable by the sandbox user"},
+		{mk("ownedro", 0o500, sandbox), false, "not writable"},
+		{filepath.Join(dir, "missing"), false, "no such file"},
+		{file, false, "not a directory"},
+	} {
+		err := checkWorkspace(tc.path)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("checkWorkspace(%s) = %v, want ok=%v containing %q", tc.path, err, tc.ok, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("error %q does not name the path", err)
+		}
+	}
+}
+
+func TestProgramEnv(t *testing.T) {
+	p, err := policies.Builtin("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Env = map[string]string{"ZED": "1", "ALPHA": "x=y"}
+	env := programEnv(p)
+	if !slices.Equal(env[:len(baseEnv)], baseEnv) {
+		t.Errorf("base environment changed: %v", env)
+	}
+	if got := env[len(baseEnv):]; !slices.Equal(got, []string{"ALPHA=x=y", "ZED=1"}) {
+		t.Errorf("policy env %v, want sorted ALPHA, ZED", got)
+	}
+}
+
+// TestSweepStale: a run dir whose lock is free (crashed supervisor) is
+// removed; a locked one (live run) is kept; a lock-less dir only once old.
+func TestSweepStale(t *testing.T) {
+	state := t.TempDir()
+	live, err := newRunDir(state, "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	crashed, err := newRunDir(state, "crashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed.lock.Close() // the supervisor died: its lock is released
+	runs := filepath.Join(state, "runs")
+	young := filepath.Join(runs, "young")
+	old := filepath.Join(runs, "old")
+	os.Mkdir(young, 0o700)
+	os.Mkdir(old, 0o700)
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(old, past, past)
+
+	sweepStale(runs)
+	for name, want := range map[string]bool{"live": true, "crashed": false, "young": true, "old": false} {
+		_, err := os.Stat(filepath.Join(runs, name))
+		if exists := err == nil; exists != want {
+			t.Errorf("%s: exists=%v after sweep, want %v", name, exists, want)
+		}
+	}
+}
+
+func TestNewIDUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := NewID()
+		if len(id) != 24 || seen[id] {
+			t.Fatalf("bad or repeated id %q", id)
+		}
+		seen[id] = true
+	}
+}
