@@ -105,9 +105,9 @@ func setNoNewPrivs() error {
 	return nil
 }
 
-// closeExtraFDs marks every descriptor above stderr close-on-exec: the bind
-// sources (O_PATH fds of host files), the sync socket and whatever the Go
-// runtime opened. CVE-2024-21626: a host directory fd that survives into
+// closeExtraFDs marks every descriptor above stderr close-on-exec: the
+// mount fds of the binds, the sync socket and whatever the Go runtime
+// opened. CVE-2024-21626: a host directory fd that survives into
 // the program lets it reach the host filesystem through /proc/self/fd.
 // CLOEXEC rather than close: the sync socket must stay usable to report a
 // failed execve, and its closing at exec tells the supervisor exec worked.

@@ -17,9 +17,8 @@ import (
 // host's /tmp is not touched and is gone after pivot_root.
 const newRoot = "/tmp"
 
-// procFD names an inherited descriptor through /proc, so mount(2) follows
-// the magic link to the object the supervisor opened, without the init
-// resolving (or needing search permission on) the host path.
+// procFD names a descriptor through /proc, so mount(2) follows the magic
+// link to the object the fd was opened on (the /dev node binds).
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // in returns p (an absolute path inside the sandbox) under the new root.

@@ -43,10 +43,12 @@ const (
 	HostIDBase = 2_000_000_000
 )
 
-// Bind is one bind mount of a host file or directory into the new root. The
-// supervisor opens the source O_PATH and passes it as file descriptor FD, so
-// the init never resolves a host path itself (it may lack search permission
-// on the way, and a path could be swapped between check and use).
+// Bind is one bind mount into the new root. The supervisor prepares it as
+// a detached mount (open_tree + mount_setattr, flags final) and passes the
+// mount fd as descriptor FD; the init only attaches it with move_mount, so
+// it never resolves a host path itself (it may lack search permission on
+// the way, and a path could be swapped between check and use). Writable
+// tells the init which flags to verify after attaching.
 type Bind struct {
 	FD       int    `json:"fd"`
 	Dest     string `json:"dest"`
