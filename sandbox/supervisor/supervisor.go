@@ -109,7 +109,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"rootfs", err}
 	}
-	defer closeAll(bindFiles)
+	defer func() { closeAll(bindFiles) }() // nil once handed to the init
 	sp := newSpec(o.Policy, r.ID, plan, binds)
 	msg, err := spec.Encode(sp)
 	if err != nil {
