@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
@@ -54,13 +55,7 @@ func TestMain(m *testing.M) {
 // where a skip would hide a broken protection: then it fails.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("NSBOX_MUST_WORK") == "1" {
-		t.Fatal("NSBOX_MUST_WORK=1 but not running as root")
-	}
-	t.Skip("needs root (the sandbox needs CAP_SYS_ADMIN); run as root or set NSBOX_MUST_WORK=1 to fail instead")
+	mustwork.NeedRoot(t)
 }
 
 // sandboxHostUID is the host uid the program runs as.

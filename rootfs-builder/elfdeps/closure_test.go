@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nsbox/nsbox/internal/mustwork"
 )
 
 const (
@@ -17,17 +19,8 @@ const (
 	hostDynload = "/usr/lib/python3.11/lib-dynload"
 )
 
-// needHost skips when the host lacks path, unless NSBOX_MUST_WORK=1 so that
-// CI cannot skip its way to green.
-func needHost(tb testing.TB, path string) {
-	tb.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("NSBOX_MUST_WORK") == "1" {
-			tb.Fatalf("NSBOX_MUST_WORK=1 but %v", err)
-		}
-		tb.Skipf("host has no %s: %v", path, err)
-	}
-}
+// needHost skips when the host lacks path (fails under NSBOX_MUST_WORK=1).
+func needHost(tb testing.TB, path string) { tb.Helper(); mustwork.NeedPath(tb, path) }
 
 func dynloadModules(tb testing.TB) []string {
 	tb.Helper()

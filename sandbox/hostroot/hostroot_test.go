@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/rootfs-builder/elfdeps"
 )
 
@@ -18,16 +19,8 @@ const (
 	hostStdlib = "/usr/lib/python3.11"
 )
 
-// needHost skips when the host lacks path, unless NSBOX_MUST_WORK=1.
-func needHost(tb testing.TB, path string) {
-	tb.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("NSBOX_MUST_WORK") == "1" {
-			tb.Fatalf("NSBOX_MUST_WORK=1 but %v", err)
-		}
-		tb.Skipf("host has no %s: %v", path, err)
-	}
-}
+// needHost skips when the host lacks path (fails under NSBOX_MUST_WORK=1).
+func needHost(tb testing.TB, path string) { tb.Helper(); mustwork.NeedPath(tb, path) }
 
 // resolveInPlan resolves path inside the planned root: through the plan's
 // symlinks, into its binds, and below a bound directory through the host's

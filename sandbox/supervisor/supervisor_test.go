@@ -8,17 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 func TestCheckWorkspace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("NSBOX_MUST_WORK") == "1" {
-			t.Fatal("NSBOX_MUST_WORK=1 but not root")
-		}
-		t.Skip("needs root to chown test directories")
-	}
+	mustwork.NeedRoot(t) // chowns test directories
 	dir := t.TempDir()
 	mk := func(name string, mode os.FileMode, uid int) string {
 		p := filepath.Join(dir, name)
