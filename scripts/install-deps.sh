@@ -18,8 +18,13 @@ need_file() { # need_file PATH DEBIAN_PACKAGE
 # builder ships its own roots.
 need_file /usr/bin/python3.11 python3.11
 need_file /usr/lib/python3.11/os.py libpython3.11-stdlib
-# go test -race needs cgo, so a C compiler.
+# go test -race and libseccomp-golang need cgo, so a C compiler; the
+# binary links Debian's static libseccomp.a (libseccomp-dev), found with
+# pkg-config.
 need_cmd gcc gcc
+need_cmd pkg-config pkg-config
+need_file /usr/include/seccomp.h libseccomp-dev
+need_file "/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/libseccomp.a" libseccomp-dev
 
 if ! command -v go >/dev/null 2>&1; then
 	problems+=("Go 1.26 or newer is not installed (https://go.dev/doc/install; Debian's golang package is too old)")

@@ -1,0 +1,56 @@
+// Package seccomp turns an OCI runtime-spec seccomp profile into a classic
+// BPF program and loads it into the sandbox init, as its last step before
+// execve.
+//
+// The work is split across the fork on purpose:
+//
+//   - In the supervisor (host side, before the init is started), Load reads
+//     and validates a profile and Compile turns it into BPF for the native
+//     architecture with libseccomp (cgo; the release binary links Debian's
+//     libseccomp.a statically). Errors name the profile file, the line and
+//     the culprit.
+//   - Only the raw sock_filter array crosses into the init. Install loads
+//     it with one seccomp(2) system call through golang.org/x/sys/unix:
+//     pure Go, no cgo, no parser and no library between no_new_privs and
+//     execve.
+//
+// So the process that becomes the sandbox never calls libseccomp. (Being the
+// same binary, it does run libseccomp-golang's package initializer at
+// start-up, like every nsbox process: seccomp_api_get, a few seccomp(2)
+// probes that fail by design. Nothing is built or loaded there.)
+//
+// # Semantics beyond runc
+//
+// The profile format is runc's and Docker's, with two differences, both
+// checked at Load so that nothing is silently dropped:
+//
+//   - A syscall may have one unconditional rule plus conditional rules with
+//     other actions: the conditional rules are exceptions and win (for
+//     example "allow ioctl" plus "EPERM for ioctl TIOCSTI"). libseccomp
+//     itself would keep only the unconditional rule. Compile realises the
+//     unconditional rule as masked-equality rules covering exactly the values
+//     no exception matches; so exceptions must be one SCMP_CMP_EQ or
+//     SCMP_CMP_MASKED_EQ condition, all on the same argument.
+//   - Everything libseccomp would resolve silently or arbitrarily is an
+//     error: a syscall name it does not know, a syscall listed without
+//     conditions twice, two conditional rules with different actions that
+//     can match the same call, two conditions on one argument in a rule
+//     (runc reads them as OR, libseccomp as AND), conditions that always or
+//     never match, and the actions and flags nsbox cannot honour
+//     (SCMP_ACT_NOTIFY, SCMP_ACT_TRACE, any "flags", a listener).
+//
+// # Fixed choices
+//
+// A syscall made with another architecture's ABI (int 0x80 on x86_64, x32
+// numbers) kills the process (SECCOMP_RET_KILL_PROCESS): CPython never does
+// it, so it can only be an attempt to reach syscall numbers the profile did
+// not consider, and a dead process with SIGSYS is a verdict the supervisor
+// can report. Install sets no filter flag: not TSYNC (see Install) and never
+// SPEC_ALLOW, which would turn off the kernel's speculative store bypass
+// mitigation for the sandbox.
+//
+// WARNING: the init must call Install on the thread that calls execve, after
+// PR_SET_NO_NEW_PRIVS. After any change here, run as root:
+//
+//	go test -race -count=1 ./sandbox/seccomp/...
+package seccomp
