@@ -1,0 +1,39 @@
+// Package cgroup gives one sandbox run its own cgroup and enforces the run's
+// memory, process-count and CPU limits there, on cgroup v2 (unified) hosts
+// and on cgroup v1 (or hybrid) hosts.
+//
+// # Layout
+//
+// A run's cgroup is <hierarchy root>/<parent>/<name>: the parent is
+// DefaultParent ("nsbox") unless a caller (a test) names another one, and the
+// name is the run ID. On v1 the same relative path is created in every
+// hierarchy a run needs (memory, pids, cpu, cpuacct, freezer), wherever each
+// is mounted (separately, or co-mounted as "cpu,cpuacct"). On v2 it is
+// created once under the unified root, after +memory +pids +cpu were enabled
+// in the cgroup.subtree_control of the root and of every directory of the
+// parent, since a v2 controller only reaches a cgroup whose ancestors all
+// delegate it.
+//
+// # Life of a run's cgroup, in the supervisor's order
+//
+//	Detect    once, for `nsbox doctor` and to fail closed early
+//	New       create the cgroup and set the limits, before the init exists
+//	FD / Add  v2: clone3(CLONE_INTO_CGROUP) with FD, so the init is never
+//	          outside; v1: Add the pid of the init while it is still blocked
+//	          on its sync socket, then release it
+//	Kill      on timeout or stop: kill every process in the cgroup
+//	Stats     CPU time, peak memory, OOM kills, pids.max hits
+//	Destroy   kill whatever is left, remove the directories
+//	Sweep     at start-up: remove the cgroups of runs whose supervisor died
+//
+// # What comes from where
+//
+// The opencontainers/cgroups managers fs (v1) and fs2 (v2) write the limits
+// (with their ordering rules, e.g. memsw after memory), freeze and thaw, list
+// processes and remove directories. This package decides the layout, checks
+// that the host can actually enforce every limit (New refuses when a
+// controller is missing: a run without its limits is not started), and adds
+// what those managers do not do: exclusive creation (a leftover cgroup of the
+// same name is never adopted), delegating the controllers to the parent on
+// v2, killing until the cgroup is empty, and sweeping leftovers.
+package cgroup
