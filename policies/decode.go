@@ -8,18 +8,21 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
 // The schema. Every key is required except description and [env]: a policy
 // states all of its limits, so nothing depends on a default hidden in code.
 var (
-	topKeys     = []string{"description", "python", "limits", "filesystem", "env"}
+	topKeys     = []string{"description", "python", "limits", "filesystem", "sandbox", "env"}
 	sectionKeys = map[string][]string{
 		"python":     {"interpreter", "host_paths"},
-		"limits":     {"timeout", "output_limit"},
+		"limits":     {"timeout", "output_limit", "memory", "pids", "cpus", "cpu_time", "open_files", "file_size", "stack"},
 		"filesystem": {"tmp_size", "shm_size"},
+		"sandbox":    {"require", "seccomp", "landlock"},
 	}
-	sectionOrder = []string{"python", "limits", "filesystem"}
+	sectionOrder = []string{"python", "limits", "filesystem", "sandbox"}
 
 	// allowed is the "(allowed: ...)" text for each leaf key.
 	allowed = map[string]string{
@@ -28,8 +31,18 @@ var (
 		"python.host_paths":   `an array of absolute, clean host paths such as ["/usr/lib/python3.11"]`,
 		"limits.timeout":      timeoutRange.String(),
 		"limits.output_limit": outputRange.String(),
+		"limits.memory":       memoryRange.String(),
+		"limits.pids":         pidsRange.String(),
+		"limits.cpus":         cpusRange.String(),
+		"limits.cpu_time":     cpuTimeRange.String() + " in whole seconds",
+		"limits.open_files":   openFilesRange.String(),
+		"limits.file_size":    fileSizeRange.String(),
+		"limits.stack":        stackRange.String(),
 		"filesystem.tmp_size": tmpfsRange.String(),
 		"filesystem.shm_size": tmpfsRange.String(),
+		"sandbox.require":     `an array of distinct names from ` + strings.Join(Requirements, ", "),
+		"sandbox.seccomp":     `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") + `) or an absolute, clean path to an OCI seccomp JSON file`,
+		"sandbox.landlock":    "true or false",
 	}
 	// example is a line to paste when a required key is missing.
 	example = map[string]string{
@@ -37,8 +50,18 @@ var (
 		"python.host_paths":   `host_paths = ["/usr/lib/python3.11"]`,
 		"limits.timeout":      `timeout = "30s"`,
 		"limits.output_limit": `output_limit = "1MiB"`,
+		"limits.memory":       `memory = "512MiB"`,
+		"limits.pids":         `pids = 64`,
+		"limits.cpus":         `cpus = 1.0`,
+		"limits.cpu_time":     `cpu_time = "30s"`,
+		"limits.open_files":   `open_files = 1024`,
+		"limits.file_size":    `file_size = "64MiB"`,
+		"limits.stack":        `stack = "8MiB"`,
 		"filesystem.tmp_size": `tmp_size = "64MiB"`,
 		"filesystem.shm_size": `shm_size = "16MiB"`,
+		"sandbox.require":     `require = ["namespaces", "cgroups", "seccomp"]`,
+		"sandbox.seccomp":     `seccomp = "default"`,
+		"sandbox.landlock":    `landlock = true`,
 	}
 )
 
@@ -139,7 +162,8 @@ func (d *decoder) fill(p *Policy) error {
 	}
 
 	var err error
-	py, lim, fs := d.tree["python"].(map[string]any), d.tree["limits"].(map[string]any), d.tree["filesystem"].(map[string]any)
+	py, lim, fs, sb := d.tree["python"].(map[string]any), d.tree["limits"].(map[string]any),
+		d.tree["filesystem"].(map[string]any), d.tree["sandbox"].(map[string]any)
 	if p.Python.Interpreter, err = d.str("python.interpreter", py["interpreter"]); err != nil {
 		return err
 	}
@@ -150,6 +174,36 @@ func (d *decoder) fill(p *Policy) error {
 		return err
 	}
 	if p.Limits.OutputLimit, err = d.size("limits.output_limit", lim["output_limit"]); err != nil {
+		return err
+	}
+	if p.Limits.Memory, err = d.size("limits.memory", lim["memory"]); err != nil {
+		return err
+	}
+	if p.Limits.Pids, err = d.integer("limits.pids", lim["pids"]); err != nil {
+		return err
+	}
+	if p.Limits.CPUs, err = d.number("limits.cpus", lim["cpus"]); err != nil {
+		return err
+	}
+	if p.Limits.CPUTime, err = d.duration("limits.cpu_time", lim["cpu_time"]); err != nil {
+		return err
+	}
+	if p.Limits.OpenFiles, err = d.integer("limits.open_files", lim["open_files"]); err != nil {
+		return err
+	}
+	if p.Limits.FileSize, err = d.size("limits.file_size", lim["file_size"]); err != nil {
+		return err
+	}
+	if p.Limits.Stack, err = d.size("limits.stack", lim["stack"]); err != nil {
+		return err
+	}
+	if p.Sandbox.Require, err = d.strs("sandbox.require", sb["require"]); err != nil {
+		return err
+	}
+	if p.Sandbox.Seccomp, err = d.str("sandbox.seccomp", sb["seccomp"]); err != nil {
+		return err
+	}
+	if p.Sandbox.Landlock, err = d.boolean("sandbox.landlock", sb["landlock"]); err != nil {
 		return err
 	}
 	if p.Filesystem.TmpSize, err = d.size("filesystem.tmp_size", fs["tmp_size"]); err != nil {
@@ -176,6 +230,33 @@ func (d *decoder) str(key string, v any) (string, error) {
 		return "", d.typeErr(key, v, "a string")
 	}
 	return s, nil
+}
+
+func (d *decoder) integer(key string, v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, d.typeErr(key, v, "an integer")
+	}
+	return n, nil
+}
+
+// number accepts a TOML float or integer ("cpus = 1" and "cpus = 1.0").
+func (d *decoder) number(key string, v any) (float64, error) {
+	switch v := v.(type) {
+	case float64:
+		return v, nil
+	case int64:
+		return float64(v), nil
+	}
+	return 0, d.typeErr(key, v, "a number")
+}
+
+func (d *decoder) boolean(key string, v any) (bool, error) {
+	b, ok := v.(bool)
+	if !ok {
+		return false, d.typeErr(key, v, "a boolean")
+	}
+	return b, nil
 }
 
 func (d *decoder) strs(key string, v any) ([]string, error) {

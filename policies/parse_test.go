@@ -9,7 +9,9 @@ import (
 
 // base is a valid policy; the tests below edit one line of it. Line numbers:
 // 3 [python], 4 interpreter, 5 host_paths, 7 [limits], 8 timeout,
-// 9 output_limit, 11 [filesystem], 12 tmp_size, 13 shm_size.
+// 9 output_limit, 10 memory, 11 pids, 12 cpus, 13 cpu_time, 14 open_files,
+// 15 file_size, 16 stack, 18 [filesystem], 19 tmp_size, 20 shm_size,
+// 22 [sandbox], 23 require, 24 seccomp, 25 landlock.
 const base = `description = "test"
 
 [python]
@@ -19,10 +21,22 @@ host_paths = ["/usr/lib/python3.11"]
 [limits]
 timeout = "10s"
 output_limit = "64KiB"
+memory = "256MiB"
+pids = 32
+cpus = 1.0
+cpu_time = "10s"
+open_files = 256
+file_size = "16MiB"
+stack = "8MiB"
 
 [filesystem]
 tmp_size = "16MiB"
 shm_size = "8MiB"
+
+[sandbox]
+require = ["namespaces", "cgroups", "seccomp"]
+seccomp = "strict"
+landlock = true
 `
 
 func edit(old, new string) string {
@@ -44,9 +58,15 @@ func TestParseValid(t *testing.T) {
 		{"fractional duration", edit(`"10s"`, `"1.5s"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 1500*time.Millisecond }},
 		{"bounds inclusive", edit(`"10s"`, `"24h"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 24*time.Hour }},
 		{"env", base + "[env]\nTZ = \"UTC\"\n_x1 = \"\"\n", func(p *Policy) bool { return p.Env["TZ"] == "UTC" && len(p.Env) == 2 }},
-		{"dotted keys", "python.interpreter = \"/p\"\npython.host_paths = []\nlimits = { timeout = \"1s\", output_limit = 2048 }\n" +
+		{"dotted keys", "python.interpreter = \"/p\"\npython.host_paths = []\nlimits = { timeout = \"1s\", output_limit = 2048, " +
+			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\" }\n" +
+			"sandbox = { require = [], seccomp = \"none\", landlock = false }\n" +
 			"[filesystem]\ntmp_size = \"1MiB\"\nshm_size = \"1MiB\"\n",
 			func(p *Policy) bool { return p.Python.Interpreter == "/p" && p.Limits.OutputLimit == 2*kib }},
+		{"integer cpus", edit("cpus = 1.0", "cpus = 2"), func(p *Policy) bool { return p.Limits.CPUs == 2 && p.Limits.Threads() == 2 }},
+		{"fractional cpus round up threads", edit("cpus = 1.0", "cpus = 0.5"), func(p *Policy) bool { return p.Limits.Threads() == 1 }},
+		{"seccomp path", edit(`seccomp = "strict"`, `seccomp = "/etc/nsbox/my.json"`), func(p *Policy) bool { return p.Sandbox.Seccomp == "/etc/nsbox/my.json" }},
+		{"nothing required", edit(`["namespaces", "cgroups", "seccomp"]`, "[]"), func(p *Policy) bool { return len(p.Sandbox.Require) == 0 && !p.Requires("cgroups") }},
 		{"multi-line array", edit(`["/usr/lib/python3.11"]`, "[\n  \"/a\", # stdlib\n  \"/b\",\n]"),
 			func(p *Policy) bool { return len(p.Python.HostPaths) == 2 }},
 	}
@@ -73,16 +93,16 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Unknown keys.
 		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
-			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, env", "(timeout belongs in [limits])"}},
+			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, sandbox, env", "(timeout belongs in [limits])"}},
 		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
-			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit"}},
+			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
 			[]string{`did you mean "timeout"?`}},
-		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 12, "filesystem.timeout",
+		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 19, "filesystem.timeout",
 			[]string{"(timeout belongs in [limits])", "allowed in [filesystem]: tmp_size, shm_size"}},
-		{"unknown table", base + "\n[network]\nallow = true\n", 15, "network", []string{"unknown table"}},
-		{"unknown subtable", base + "[limits.memory]\nmax = 1\n", 14, "limits.memory", []string{"unknown table", "allowed in [limits]"}},
-		{"unknown dotted key", edit(`timeout = "10s"`, "timeout = \"10s\"\nmemory.max = \"1GiB\""), 9, "limits.memory", []string{"unknown table"}},
+		{"unknown table", base + "\n[network]\nallow = true\n", 27, "network", []string{"unknown table"}},
+		{"unknown subtable", base + "[limits.swap]\nmax = 1\n", 26, "limits.swap", []string{"unknown table", "allowed in [limits]"}},
+		{"unknown dotted key", edit(`timeout = "10s"`, "timeout = \"10s\"\nswap.max = \"1GiB\""), 9, "limits.swap", []string{"unknown table"}},
 		{"unknown inline key", edit(`description = "test"`, `x = { y = 1 }`), 1, "x", []string{"unknown table"}},
 		{"after multi-line string", edit(`description = "test"`, "description = \"\"\"\ntimout = 1\n[limits]\n\"\"\"\ntimout = 1"), 5, "timout", []string{"unknown key"}},
 
@@ -107,8 +127,8 @@ func TestParseErrors(t *testing.T) {
 		{"timeout too long", edit(`"10s"`, `"45h"`), 8, "limits.timeout", []string{"45h exceeds the maximum 24h (allowed: 100ms..24h)"}},
 		{"timeout too short", edit(`"10s"`, `"50ms"`), 8, "limits.timeout", []string{"50ms is below the minimum 100ms"}},
 		{"bad size", edit(`"64KiB"`, `"64KB"`), 9, "limits.output_limit", []string{`"64KB" is not a size`, "KiB", "1KiB..1GiB"}},
-		{"size too big", edit(`"16MiB"`, `"17GiB"`), 12, "filesystem.tmp_size", []string{"17GiB exceeds the maximum 16GiB (allowed: 1MiB..16GiB)"}},
-		{"size too small", edit(`"8MiB"`, "4096"), 13, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
+		{"size too big", edit("tmp_size = \"16MiB\"", "tmp_size = \"17GiB\""), 19, "filesystem.tmp_size", []string{"17GiB exceeds the maximum 16GiB (allowed: 1MiB..16GiB)"}},
+		{"size too small", edit("shm_size = \"8MiB\"", "shm_size = 4096"), 20, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
 		{"output too small", edit(`"64KiB"`, `"512B"`), 9, "limits.output_limit", []string{"512B is below the minimum 1KiB"}},
 		{"negative size", edit(`"64KiB"`, "-1"), 9, "limits.output_limit", []string{"below the minimum"}},
 		{"relative interpreter", edit(`"/usr/bin/python3.11"`, `"python3"`), 4, "python.interpreter",
@@ -117,13 +137,32 @@ func TestParseErrors(t *testing.T) {
 		{"NUL in interpreter", edit(`"/usr/bin/python3.11"`, `"/usr/bin/py\u0000"`), 4, "python.interpreter", []string{"NUL"}},
 		{"relative host path", edit(`["/usr/lib/python3.11"]`, `["/a", "lib"]`), 5, "python.host_paths", []string{"element 2", "not an absolute path"}},
 		{"root host path", edit(`["/usr/lib/python3.11"]`, `["/"]`), 5, "python.host_paths", []string{"whole host filesystem"}},
-		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 16, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
-		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 15, "env.PATH", []string{"nsbox sets it itself"}},
-		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 15, `env.1X`, []string{"not a valid variable name"}},
-		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 15, `env."A B"`, []string{"not a valid variable name"}},
-		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 15, "env.X", []string{"NUL"}},
-		{"env not string", base + "[env]\nX = 1\n", 15, "env.X", []string{"must be a string, not an integer"}},
-		{"env nested", base + "[env.X]\nY = \"1\"\n", 14, "env.X", []string{"must be a string, not a table"}},
+		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 28, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
+		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 27, "env.PATH", []string{"nsbox sets it itself"}},
+		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 27, `env.1X`, []string{"not a valid variable name"}},
+		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 27, `env."A B"`, []string{"not a valid variable name"}},
+		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 27, "env.X", []string{"NUL"}},
+		{"env not string", base + "[env]\nX = 1\n", 27, "env.X", []string{"must be a string, not an integer"}},
+		{"memory too small", edit(`"256MiB"`, `"1MiB"`), 10, "limits.memory", []string{"1MiB is below the minimum 16MiB (allowed: 16MiB..64GiB)"}},
+		{"pids not integer", edit("pids = 32", `pids = "32"`), 11, "limits.pids", []string{"must be an integer, not a string", "4..4096"}},
+		{"pids too many", edit("pids = 32", "pids = 100000"), 11, "limits.pids", []string{"100000 exceeds the maximum 4096"}},
+		{"cpus zero", edit("cpus = 1.0", "cpus = 0.0"), 12, "limits.cpus", []string{"0 is below the minimum 0.1"}},
+		{"cpus nan", edit("cpus = 1.0", "cpus = nan"), 12, "limits.cpus", []string{"not a finite number"}},
+		{"cpus string", edit("cpus = 1.0", `cpus = "1"`), 12, "limits.cpus", []string{"must be a number"}},
+		{"cpu_time fraction", edit(`cpu_time = "10s"`, `cpu_time = "1500ms"`), 13, "limits.cpu_time", []string{"not a whole number of seconds"}},
+		{"cpu_time too short", edit(`cpu_time = "10s"`, `cpu_time = "500ms"`), 13, "limits.cpu_time", []string{"below the minimum 1s"}},
+		{"open_files too few", edit("open_files = 256", "open_files = 3"), 14, "limits.open_files", []string{"3 is below the minimum 16"}},
+		{"stack too big", edit(`stack = "8MiB"`, `stack = "2GiB"`), 16, "limits.stack", []string{"exceeds the maximum 1GiB"}},
+		{"unknown requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "apparmor"]`), 23, "sandbox.require", []string{`element 3: unknown requirement "apparmor"`, "namespaces, cgroups, seccomp, landlock"}},
+		{"duplicate requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "cgroups"]`), 23, "sandbox.require", []string{"listed twice"}},
+		{"unknown seccomp profile", edit(`seccomp = "strict"`, `seccomp = "docker"`), 24, "sandbox.seccomp", []string{`"docker" is not a built-in profile`, "default, strict"}},
+		{"relative seccomp path", edit(`seccomp = "strict"`, `seccomp = "/a/../b.json"`), 24, "sandbox.seccomp", []string{`write "/b.json"`}},
+		{"seccomp none but required", edit(`seccomp = "strict"`, `seccomp = "none"`), 24, "sandbox.seccomp", []string{"contradicts sandbox.require"}},
+		{"landlock off but required", strings.Replace(edit(`"cgroups", "seccomp"]`, `"cgroups", "landlock"]`), "landlock = true", "landlock = false", 1),
+			25, "sandbox.landlock", []string{"contradicts sandbox.require"}},
+		{"landlock not bool", edit("landlock = true", `landlock = "yes"`), 25, "sandbox.landlock", []string{"must be a boolean, not a string"}},
+		{"reserved thread env", base + "[env]\nOMP_NUM_THREADS = \"8\"\n", 27, "env.OMP_NUM_THREADS", []string{"from limits.cpus"}},
+		{"env nested", base + "[env.X]\nY = \"1\"\n", 26, "env.X", []string{"must be a string, not a table"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

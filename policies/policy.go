@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ type Policy struct {
 	Python      Python            `toml:"python"`
 	Limits      Limits            `toml:"limits"`
 	Filesystem  Filesystem        `toml:"filesystem"`
+	Sandbox     Sandbox           `toml:"sandbox"`
 	Env         map[string]string `toml:"env"` // never nil after parsing
 }
 
@@ -32,7 +34,38 @@ type Python struct {
 type Limits struct {
 	Timeout     Duration `toml:"timeout"`      // wall clock, e.g. "10s"; allowed 100ms..24h
 	OutputLimit Size     `toml:"output_limit"` // per stream (stdout and stderr each), e.g. "64KiB"; allowed 1KiB..1GiB
+	Memory      Size     `toml:"memory"`       // cgroup memory limit, swap off, e.g. "256MiB"; allowed 16MiB..64GiB
+	Pids        int64    `toml:"pids"`         // cgroup pids.max: processes and threads together; allowed 4..4096
+	CPUs        float64  `toml:"cpus"`         // cgroup CPU quota in CPUs (1.0 = one CPU); allowed 0.1..64
+	CPUTime     Duration `toml:"cpu_time"`     // RLIMIT_CPU of each process, whole seconds; allowed 1s..24h
+	OpenFiles   int64    `toml:"open_files"`   // RLIMIT_NOFILE; allowed 16..65536
+	FileSize    Size     `toml:"file_size"`    // RLIMIT_FSIZE: largest file a process may write; allowed 1MiB..16GiB
+	Stack       Size     `toml:"stack"`        // RLIMIT_STACK of the main thread; allowed 1MiB..1GiB
 }
+
+// Threads is the size of numeric thread pools (OMP_NUM_THREADS,
+// OPENBLAS_NUM_THREADS, MKL_NUM_THREADS): the CPU quota rounded up. More
+// threads than the quota only queue on it, and OpenBLAS would otherwise
+// start one per host core at import.
+func (l Limits) Threads() int {
+	return max(1, int(math.Ceil(l.CPUs)))
+}
+
+// Sandbox says which protections the run uses and which it requires.
+type Sandbox struct {
+	// Require lists protections without which the run is refused: any of
+	// Requirements. A protection in use but not required is skipped when
+	// the host lacks it, and the result says so.
+	Require  []string `toml:"require"`
+	Seccomp  string   `toml:"seccomp"`  // "none", a built-in profile name, or an absolute path to an OCI seccomp JSON file
+	Landlock bool     `toml:"landlock"` // add a Landlock ruleset (read-only except /workspace, /tmp, /dev/shm) when the kernel has it
+}
+
+// Requirements are the protections a policy can require, in check order.
+var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock"}
+
+// Requires reports whether the policy lists req in sandbox.require.
+func (p *Policy) Requires(req string) bool { return slices.Contains(p.Sandbox.Require, req) }
 
 // Filesystem sizes the writable tmpfs mounts.
 type Filesystem struct {

@@ -2,12 +2,16 @@ package policies
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
 // Ranges a policy file may choose from. The bounds keep a typo ("10h" for
@@ -17,6 +21,14 @@ var (
 	timeoutRange = durationRange{100 * time.Millisecond, 24 * time.Hour}
 	outputRange  = sizeRange{kib, gib}
 	tmpfsRange   = sizeRange{mib, 16 * gib}
+
+	memoryRange    = sizeRange{16 * mib, 64 * gib}
+	pidsRange      = intRange{4, 4096}
+	cpusRange      = floatRange{0.1, 64}
+	cpuTimeRange   = durationRange{time.Second, 24 * time.Hour}
+	openFilesRange = intRange{16, 65536}
+	fileSizeRange  = sizeRange{mib, 16 * gib}
+	stackRange     = sizeRange{mib, gib}
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -28,6 +40,9 @@ var reservedEnv = map[string]string{
 	"LANG":                    "nsbox sets it itself",
 	"PYTHONDONTWRITEBYTECODE": "nsbox sets it itself",
 	"PYTHONUNBUFFERED":        "nsbox sets it itself",
+	"OMP_NUM_THREADS":         "nsbox sets it from limits.cpus",
+	"OPENBLAS_NUM_THREADS":    "nsbox sets it from limits.cpus",
+	"MKL_NUM_THREADS":         "nsbox sets it from limits.cpus",
 	"PYTHONPATH":              "it would change which code Python runs",
 	"PYTHONHOME":              "it would change which code Python runs",
 	"PYTHONSTARTUP":           "it would change which code Python runs",
@@ -57,18 +72,39 @@ func (p *Policy) validate(file string, line func(string) int) error {
 	if msg := timeoutRange.problem(p.Limits.Timeout.Duration); msg != "" {
 		return at("limits.timeout", "%s", msg)
 	}
+	if msg := cpuTimeRange.problem(p.Limits.CPUTime.Duration); msg != "" {
+		return at("limits.cpu_time", "%s", msg)
+	}
+	if p.Limits.CPUTime.Duration%time.Second != 0 {
+		return at("limits.cpu_time", "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", p.Limits.CPUTime, allowed["limits.cpu_time"])
+	}
+	if msg := pidsRange.problem(p.Limits.Pids); msg != "" {
+		return at("limits.pids", "%s", msg)
+	}
+	if msg := openFilesRange.problem(p.Limits.OpenFiles); msg != "" {
+		return at("limits.open_files", "%s", msg)
+	}
+	if msg := cpusRange.problem(p.Limits.CPUs); msg != "" {
+		return at("limits.cpus", "%s", msg)
+	}
 	for _, c := range []struct {
 		key string
 		v   Size
 		r   sizeRange
 	}{
 		{"limits.output_limit", p.Limits.OutputLimit, outputRange},
+		{"limits.memory", p.Limits.Memory, memoryRange},
+		{"limits.file_size", p.Limits.FileSize, fileSizeRange},
+		{"limits.stack", p.Limits.Stack, stackRange},
 		{"filesystem.tmp_size", p.Filesystem.TmpSize, tmpfsRange},
 		{"filesystem.shm_size", p.Filesystem.ShmSize, tmpfsRange},
 	} {
 		if msg := c.r.problem(c.v); msg != "" {
 			return at(c.key, "%s", msg)
 		}
+	}
+	if err := p.validateSandbox(at); err != nil {
+		return err
 	}
 	for _, name := range sortedKeys(p.Env) {
 		key := toml.Key{"env", name}.String()
@@ -123,4 +159,56 @@ func rangeProblem(below, above bool, v, lo, hi, allowed string) string {
 		return fmt.Sprintf("%s exceeds the maximum %s (allowed: %s)", v, hi, allowed)
 	}
 	return ""
+}
+
+// validateSandbox checks [sandbox]: known, distinct requirements, a seccomp
+// setting that names something, and no requirement of a protection the
+// policy itself switches off.
+func (p *Policy) validateSandbox(at func(key, format string, args ...any) error) error {
+	seen := map[string]bool{}
+	for i, r := range p.Sandbox.Require {
+		switch {
+		case !slices.Contains(Requirements, r):
+			return at("sandbox.require", "element %d: unknown requirement %q (allowed: %s)", i+1, r, allowed["sandbox.require"])
+		case seen[r]:
+			return at("sandbox.require", "element %d: %q is listed twice (allowed: %s)", i+1, r, allowed["sandbox.require"])
+		}
+		seen[r] = true
+	}
+	sc := p.Sandbox.Seccomp
+	switch {
+	case sc == "none", slices.Contains(seccompprofiles.Names(), sc):
+	case strings.HasPrefix(sc, "/"):
+		if msg := hostPathProblem(sc); msg != "" {
+			return at("sandbox.seccomp", "%s (allowed: %s)", msg, allowed["sandbox.seccomp"])
+		}
+	default:
+		return at("sandbox.seccomp", "%q is not a built-in profile or an absolute path (allowed: %s)", sc, allowed["sandbox.seccomp"])
+	}
+	if sc == "none" && seen["seccomp"] {
+		return at("sandbox.seccomp", `"none" contradicts sandbox.require, which lists "seccomp" (allowed: a profile, or drop "seccomp" from require)`)
+	}
+	if !p.Sandbox.Landlock && seen["landlock"] {
+		return at("sandbox.landlock", `false contradicts sandbox.require, which lists "landlock" (allowed: true, or drop "landlock" from require)`)
+	}
+	return nil
+}
+
+type intRange struct{ min, max int64 }
+
+func (r intRange) String() string { return fmt.Sprintf("%d..%d", r.min, r.max) }
+
+func (r intRange) problem(v int64) string {
+	return rangeProblem(v < r.min, v > r.max, fmt.Sprint(v), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
+}
+
+type floatRange struct{ min, max float64 }
+
+func (r floatRange) String() string { return fmt.Sprintf("%g..%g", r.min, r.max) }
+
+func (r floatRange) problem(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprintf("%g is not a finite number (allowed: %s)", v, r)
+	}
+	return rangeProblem(v < r.min, v > r.max, fmt.Sprint(v), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
 }

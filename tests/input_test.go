@@ -29,10 +29,21 @@ host_paths = ["/usr/lib/python3.11"]
 [limits]
 timeout = "10s"
 output_limit = "64KiB"
+memory = "256MiB"
+pids = 32
+cpus = 1
+cpu_time = "10s"
+open_files = 256
+file_size = "16MiB"
+stack = "8MiB"
 `+extra+`
 [filesystem]
 tmp_size = "16MiB"
 shm_size = "8MiB"
+[sandbox]
+require = ["namespaces", "cgroups", "seccomp"]
+seccomp = "strict"
+landlock = true
 `)
 	}
 	empty := write("empty.py", "")

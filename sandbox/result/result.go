@@ -3,8 +3,8 @@
 //
 // The JSON form is documented in docs/result-schema.md and specified by
 // docs/result.schema.json; a test keeps both in step with this package. The
-// Schema field is bumped on any incompatible change; new optional fields may
-// be added without a bump.
+// Schema field is bumped on any incompatible change; new fields may be added
+// without a bump.
 package result
 
 import (
@@ -27,8 +27,8 @@ type Status string
 const (
 	StatusOK              Status = "ok"               // the program exited 0
 	StatusError           Status = "error"            // non-zero exit, a signal not sent by nsbox, or a Python syntax error
-	StatusTimeout         Status = "timeout"          // wall-clock limit reached; every process of the run was killed
-	StatusMemoryLimit     Status = "memory_limit"     // reserved: memory cgroup OOM
+	StatusTimeout         Status = "timeout"          // wall clock or RLIMIT_CPU reached; every process of the run was killed
+	StatusMemoryLimit     Status = "memory_limit"     // the cgroup's OOM killer ended a process; every process of the run was killed
 	StatusOutputLimit     Status = "output_limit"     // stdout or stderr passed its cap; the run was killed
 	StatusPolicyViolation Status = "policy_violation" // reserved: import allowlist
 	StatusKilled          Status = "killed"           // stopped by hand (SIGINT/SIGTERM to nsbox)
@@ -68,6 +68,7 @@ type Result struct {
 	ID              string        `json:"id"`
 	Status          Status        `json:"status"`
 	Reason          string        `json:"reason,omitempty"`        // short human detail, e.g. "wall clock 2s"
+	Limit           string        `json:"limit,omitempty"`         // the limit that ended the run, one of LimitNames; only with timeout, memory_limit, output_limit
 	ExitCode        *int          `json:"exit_code"`               // the program's exit code; nil if it did not exit normally
 	Signal          *int          `json:"signal"`                  // the signal that ended the program; nil if it exited
 	Stdout          string        `json:"stdout"`                  // captured bytes as UTF-8, invalid sequences replaced by U+FFFD
@@ -77,7 +78,11 @@ type Result struct {
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StderrTruncated bool          `json:"stderr_truncated"`
 	DurationMS      int64         `json:"duration_ms"`
+	CPUMS           *int64        `json:"cpu_ms"`            // CPU time of all the run's processes, from the cgroup; nil without a cgroup or if the program never started
+	PeakMemoryBytes *int64        `json:"peak_memory_bytes"` // peak memory of the run's cgroup; nil likewise
 	Policy          string        `json:"policy"`
+	Limits          *Limits       `json:"limits"`          // effective limits; nil only if the run was refused before a policy was resolved
+	Sandbox         *Sandbox      `json:"sandbox"`         // protections that were active; nil if no sandbox was started
 	Error           *SandboxError `json:"error,omitempty"` // only with StatusSandboxError
 }
 
@@ -137,11 +142,18 @@ func (r *Result) ProcessExitCode() int {
 }
 
 // WriteJSON writes r as exactly one JSON object followed by "\n", in a single
-// Write, without HTML escaping. A zero Schema is written as SchemaVersion.
+// Write, without HTML escaping. A zero Schema is written as SchemaVersion and
+// nil Sandbox.Namespaces as [], so the output always matches the schema; r
+// itself is not modified.
 func (r *Result) WriteJSON(w io.Writer) error {
 	out := *r
 	if out.Schema == 0 {
 		out.Schema = SchemaVersion
+	}
+	if out.Sandbox != nil && out.Sandbox.Namespaces == nil {
+		sb := *out.Sandbox
+		sb.Namespaces = []string{}
+		out.Sandbox = &sb
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -94,7 +94,8 @@ func decodeObject(t *testing.T, r *Result) map[string]any {
 
 func TestJSONKeys(t *testing.T) {
 	required := []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
-		"stdout_truncated", "stderr_truncated", "duration_ms", "policy"}
+		"stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms", "peak_memory_bytes",
+		"policy", "limits", "sandbox"}
 
 	m := decodeObject(t, New("r1", "default"))
 	if len(m) != len(required) {
@@ -105,8 +106,10 @@ func TestJSONKeys(t *testing.T) {
 			t.Errorf("minimal result lacks key %q", k)
 		}
 	}
-	if m["exit_code"] != nil || m["signal"] != nil {
-		t.Errorf("exit_code=%v signal=%v, want null", m["exit_code"], m["signal"])
+	for _, k := range []string{"exit_code", "signal", "cpu_ms", "peak_memory_bytes", "limits", "sandbox"} {
+		if m[k] != nil {
+			t.Errorf("minimal result %s = %v, want null", k, m[k])
+		}
 	}
 	if m["schema"] != float64(SchemaVersion) {
 		t.Errorf("schema = %v, want %d", m["schema"], SchemaVersion)
@@ -115,12 +118,16 @@ func TestJSONKeys(t *testing.T) {
 	full := New("r2", "default")
 	full.Status = StatusSandboxError
 	full.Reason = "why"
+	full.Limit = LimitMemory
+	full.CPUMS, full.PeakMemoryBytes = Int64(1), Int64(2)
+	full.Limits = &Limits{MemoryBytes: Int64(3), Pids: Int64(4), CPUs: Float64(0.5)}
+	full.Sandbox = &Sandbox{Namespaces: NamespaceNames(), Cgroup: CgroupV2, Seccomp: "strict", LandlockABI: 6}
 	full.ExitCode, full.Signal = intp(0), intp(9)
 	SetStdout(full, []byte{0xff})
 	SetStderr(full, []byte{0xfe})
 	full.Error = &SandboxError{Step: "execve", Errno: "ENOENT", Message: "no"}
 	m = decodeObject(t, full)
-	all := append(required, "reason", "stdout_base64", "stderr_base64", "error")
+	all := append(required, "reason", "limit", "stdout_base64", "stderr_base64", "error")
 	if len(m) != len(all) {
 		t.Errorf("full result has keys %v, want exactly %v", keys(m), all)
 	}
@@ -128,6 +135,72 @@ func TestJSONKeys(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("full result lacks key %q", k)
 		}
+	}
+}
+
+// TestJSONOrder checks that the fields are written in declaration order, the
+// order docs/result-schema.md lists them in.
+func TestJSONOrder(t *testing.T) {
+	r := New("r", "default")
+	r.Reason, r.Limit = "wall clock 2s", LimitWallTime
+	r.Limits = &Limits{}
+	r.Sandbox = &Sandbox{}
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	order := []string{"schema", "id", "status", "reason", "limit", "exit_code", "signal",
+		"stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
+		"peak_memory_bytes", "policy", "limits", "sandbox"}
+	last := -1
+	for _, k := range order {
+		i := strings.Index(out, `"`+k+`":`)
+		if i <= last {
+			t.Errorf("key %q at %d, not after the previous key (at %d): %s", k, i, last, out)
+		}
+		last = i
+	}
+}
+
+func TestNilNamespacesWrittenAsArray(t *testing.T) {
+	r := New("r", "p")
+	r.Sandbox = &Sandbox{Cgroup: CgroupNone, Seccomp: SeccompNone}
+	m := decodeObject(t, r)
+	sb, _ := m["sandbox"].(map[string]any)
+	if ns, ok := sb["namespaces"].([]any); !ok || len(ns) != 0 {
+		t.Errorf("sandbox.namespaces = %#v, want []", sb["namespaces"])
+	}
+	if r.Sandbox.Namespaces != nil {
+		t.Error("WriteJSON modified its receiver's Sandbox")
+	}
+}
+
+func TestLimitStatus(t *testing.T) {
+	want := map[string]Status{
+		LimitWallTime: StatusTimeout, LimitCPUTime: StatusTimeout, LimitMemory: StatusMemoryLimit,
+		LimitStdout: StatusOutputLimit, LimitStderr: StatusOutputLimit,
+	}
+	if len(LimitNames()) != len(want) {
+		t.Errorf("LimitNames() = %v, want the %d limits of this test", LimitNames(), len(want))
+	}
+	for _, l := range LimitNames() {
+		if got := LimitStatus(l); got != want[l] || !got.Valid() {
+			t.Errorf("LimitStatus(%q) = %q, want %q", l, got, want[l])
+		}
+	}
+	if got := LimitStatus("bogus"); got != "" {
+		t.Errorf("LimitStatus(bogus) = %q, want \"\"", got)
+	}
+}
+
+func TestPointerHelpers(t *testing.T) {
+	a, b := Int64(7), Int64(7)
+	if *a != 7 || a == b {
+		t.Errorf("Int64(7) = %v, %v: want distinct pointers to 7", a, b)
+	}
+	if f := Float64(0.5); *f != 0.5 {
+		t.Errorf("*Float64(0.5) = %v", *f)
 	}
 }
 

@@ -27,6 +27,26 @@ type jsonSchema struct {
 	Type                 any                   `json:"type"`
 	Enum                 []string              `json:"enum"`
 	Const                any                   `json:"const"`
+	Items                *jsonSchema           `json:"items"`
+	AllOf                []jsonSchema          `json:"allOf"`
+	If                   *jsonSchema           `json:"if"`
+	Then                 *jsonSchema           `json:"then"`
+}
+
+// types returns the JSON types s allows: "type" as a string or a list.
+func (s jsonSchema) types() []string {
+	switch ty := s.Type.(type) {
+	case string:
+		return []string{ty}
+	case []any:
+		var out []string
+		for _, v := range ty {
+			str, _ := v.(string)
+			out = append(out, str)
+		}
+		return out
+	}
+	return nil
 }
 
 // jsonFields returns the JSON names of t's fields, all of them and those
@@ -40,6 +60,30 @@ func jsonFields(t reflect.Type) (all, required []string) {
 		}
 	}
 	return all, required
+}
+
+// jsonTypes returns the JSON types encoding/json writes for a Go type: a
+// pointer adds "null".
+func jsonTypes(t reflect.Type) []string {
+	if t.Kind() == reflect.Pointer {
+		return append(jsonTypes(t.Elem()), "null")
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return []string{"string"}
+	case reflect.Bool:
+		return []string{"boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return []string{"integer"}
+	case reflect.Float32, reflect.Float64:
+		return []string{"number"}
+	case reflect.Slice, reflect.Array:
+		return []string{"array"}
+	case reflect.Struct, reflect.Map:
+		return []string{"object"}
+	}
+	return []string{"unknown Go kind " + t.Kind().String()}
 }
 
 func loadSchema(t *testing.T) jsonSchema {
@@ -66,6 +110,22 @@ func checkObject(t *testing.T, where string, s jsonSchema, typ reflect.Type) {
 			t.Errorf("%s: property %q has no description", where, name)
 		}
 	}
+	for f := range typ.Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		p, ok := s.Properties[name]
+		if !ok {
+			continue // reported below
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer && slices.Contains(strings.Split(opts, ","), "omitempty") {
+			ft = ft.Elem() // a nil pointer is left out, never written as null
+		}
+		got := slices.Sorted(slices.Values(p.types()))
+		want := slices.Sorted(slices.Values(jsonTypes(ft)))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: property %q type %v, Go field %s (%s) encodes as %v", where, name, got, f.Name, f.Type, want)
+		}
+	}
 	slices.Sort(props)
 	slices.Sort(all)
 	if !slices.Equal(props, all) {
@@ -85,6 +145,8 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	s := loadSchema(t)
 	checkObject(t, "result", s, reflect.TypeFor[Result]())
 	checkObject(t, "error", s.Properties["error"], reflect.TypeFor[SandboxError]())
+	checkObject(t, "limits", s.Properties["limits"], reflect.TypeFor[Limits]())
+	checkObject(t, "sandbox", s.Properties["sandbox"], reflect.TypeFor[Sandbox]())
 
 	var want []string
 	for _, st := range Statuses() {
@@ -96,10 +158,50 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	if c, ok := s.Properties["schema"].Const.(float64); !ok || int(c) != SchemaVersion {
 		t.Errorf("schema.const = %v, want %d", s.Properties["schema"].Const, SchemaVersion)
 	}
-	for _, name := range []string{"exit_code", "signal"} {
-		ty, _ := s.Properties[name].Type.([]any)
-		if !slices.Contains(ty, any("null")) || !slices.Contains(ty, any("integer")) {
-			t.Errorf("%s type = %v, want [integer null]", name, s.Properties[name].Type)
+	if got := s.Properties["limit"].Enum; !slices.Equal(got, LimitNames()) {
+		t.Errorf("schema limit enum %v, LimitNames() %v", got, LimitNames())
+	}
+	sb := s.Properties["sandbox"]
+	if items := sb.Properties["namespaces"].Items; items == nil || !slices.Equal(items.Enum, NamespaceNames()) {
+		t.Errorf("schema sandbox.namespaces items %+v, want enum NamespaceNames() %v", items, NamespaceNames())
+	}
+	if got := sb.Properties["cgroup"].Enum; !slices.Equal(got, CgroupNames()) {
+		t.Errorf("schema sandbox.cgroup enum %v, CgroupNames() %v", got, CgroupNames())
+	}
+	checkLimitConditions(t, s)
+}
+
+// checkLimitConditions checks the schema's allOf conditions that tie each
+// limit to its status: every limit must be covered once, with LimitStatus.
+func checkLimitConditions(t *testing.T, s jsonSchema) {
+	t.Helper()
+	covered := map[string]int{}
+	for _, c := range s.AllOf {
+		if c.If == nil || c.Then == nil {
+			continue
+		}
+		cond, ok := c.If.Properties["limit"]
+		if !ok {
+			continue
+		}
+		if !slices.Contains(c.If.Required, "limit") {
+			t.Errorf("schema condition on limit %v does not require limit, so it also holds without one", cond.Enum)
+		}
+		limits := cond.Enum
+		if str, ok := cond.Const.(string); ok {
+			limits = append(limits, str)
+		}
+		status, _ := c.Then.Properties["status"].Const.(string)
+		for _, l := range limits {
+			covered[l]++
+			if want := LimitStatus(l); Status(status) != want {
+				t.Errorf("schema ties limit %q to status %q, LimitStatus says %q", l, status, want)
+			}
+		}
+	}
+	for _, l := range LimitNames() {
+		if covered[l] != 1 {
+			t.Errorf("schema has %d conditions tying limit %q to its status, want 1", covered[l], l)
 		}
 	}
 }
@@ -112,9 +214,15 @@ func TestDocMatchesStruct(t *testing.T) {
 		t.Fatalf("read doc: %v", err)
 	}
 	doc := string(data)
-	all, _ := jsonFields(reflect.TypeFor[Result]())
-	errFields, _ := jsonFields(reflect.TypeFor[SandboxError]())
-	for _, name := range append(all, errFields...) {
+	var names []string
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[Result](), reflect.TypeFor[SandboxError](),
+		reflect.TypeFor[Limits](), reflect.TypeFor[Sandbox](),
+	} {
+		all, _ := jsonFields(typ)
+		names = append(names, all...)
+	}
+	for _, name := range names {
 		if !strings.Contains(doc, "| `"+name+"` |") {
 			t.Errorf("%s has no table row for field %q", docPath, name)
 		}
@@ -124,10 +232,16 @@ func TestDocMatchesStruct(t *testing.T) {
 			t.Errorf("%s has no table row for status %q", docPath, st)
 		}
 	}
+	for _, l := range LimitNames() {
+		row := "| `" + l + "` | `" + string(LimitStatus(l)) + "` |"
+		if !strings.Contains(doc, row) {
+			t.Errorf("%s has no row %q for limit %q", docPath, row, l)
+		}
+	}
 
 	examples := regexp.MustCompile("(?s)```json\n(.*?)\n```").FindAllStringSubmatch(doc, -1)
-	if len(examples) < 3 {
-		t.Fatalf("%s has %d JSON examples, want at least 3", docPath, len(examples))
+	if len(examples) < 4 {
+		t.Fatalf("%s has %d JSON examples, want at least 4", docPath, len(examples))
 	}
 	for _, ex := range examples {
 		dec := json.NewDecoder(strings.NewReader(ex[1]))
@@ -139,6 +253,9 @@ func TestDocMatchesStruct(t *testing.T) {
 		}
 		if !r.Status.Valid() {
 			t.Errorf("example has unknown status %q", r.Status)
+		}
+		if r.Limit != "" && LimitStatus(r.Limit) != r.Status {
+			t.Errorf("example has limit %q with status %q, want status %q", r.Limit, r.Status, LimitStatus(r.Limit))
 		}
 		var buf bytes.Buffer
 		if err := r.WriteJSON(&buf); err != nil {

@@ -79,7 +79,29 @@ type Spec struct {
 	// the new root, so getpwuid() and friends work without host files.
 	Passwd string `json:"passwd"`
 	Group  string `json:"group"`
+	// Rlimits are lowered (never raised) right before execve.
+	Rlimits []Rlimit `json:"rlimits"`
+	// Landlock asks for a Landlock ruleset: read-only everywhere except
+	// /workspace, /tmp and /dev/shm.
+	Landlock bool `json:"landlock"`
+	// Seccomp is the compiled filter, a raw array of struct sock_filter
+	// (8 bytes per instruction, native byte order), loaded last before
+	// execve. The supervisor compiles it; the init never runs libseccomp.
+	// Empty means no filter.
+	Seccomp []byte `json:"seccomp,omitempty"`
 }
+
+// Rlimit is one resource limit for the program. Resource is a
+// unix.RLIMIT_* number.
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// MaxFilterLen is the kernel's BPF_MAXINSNS: the most instructions one
+// seccomp filter may have.
+const MaxFilterLen = 4096
 
 // Encode returns the JSON form of s.
 func Encode(s *Spec) ([]byte, error) {
@@ -146,8 +168,22 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("spec: env entry %q is not KEY=VALUE", kv)
 		}
 	}
+	for _, r := range s.Rlimits {
+		if r.Resource < 0 || r.Resource >= rlimitCount {
+			return fmt.Errorf("spec: rlimit resource %d out of range", r.Resource)
+		}
+		if r.Cur > r.Max {
+			return fmt.Errorf("spec: rlimit %d: soft %d above hard %d", r.Resource, r.Cur, r.Max)
+		}
+	}
+	if n := len(s.Seccomp); n%8 != 0 || n/8 > MaxFilterLen {
+		return fmt.Errorf("spec: seccomp filter of %d bytes is not 0..%d whole instructions", n, MaxFilterLen)
+	}
 	return nil
 }
+
+// rlimitCount is RLIM_NLIMITS on Linux: resources are 0..15.
+const rlimitCount = 16
 
 // insidePath accepts absolute, clean paths without NUL bytes or "..".
 func insidePath(what, p string) error {

@@ -19,6 +19,9 @@ func validSpec() *Spec {
 		Argv:     []string{"/usr/bin/python3.11", "-"},
 		Env:      []string{"PATH=/usr/bin"},
 		Cwd:      "/workspace",
+		Rlimits:  []Rlimit{{Resource: 4, Cur: 0, Max: 0}, {Resource: 7, Cur: 256, Max: 256}},
+		Landlock: true,
+		Seccomp:  []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f}, // ret ALLOW
 	}
 }
 
@@ -31,7 +34,8 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Binds[1].Dest != "/workspace" || !s.Binds[1].Writable || s.Symlinks[0].Target != "usr/lib64" {
+	if s.Binds[1].Dest != "/workspace" || !s.Binds[1].Writable || s.Symlinks[0].Target != "usr/lib64" ||
+		len(s.Rlimits) != 2 || s.Rlimits[1].Cur != 256 || !s.Landlock || len(s.Seccomp) != 8 || s.Seccomp[7] != 0x7f {
 		t.Errorf("round trip lost data: %+v", s)
 	}
 }
@@ -49,6 +53,10 @@ func TestValidateRejects(t *testing.T) {
 		"env no equals":  func(s *Spec) { s.Env = []string{"PATH"} },
 		"zero tmp":       func(s *Spec) { s.TmpSize = 0 },
 		"relative cwd":   func(s *Spec) { s.Cwd = "workspace" },
+		"rlimit range":   func(s *Spec) { s.Rlimits[0].Resource = 16 },
+		"rlimit soft":    func(s *Spec) { s.Rlimits[0].Cur = 1 },
+		"seccomp torn":   func(s *Spec) { s.Seccomp = s.Seccomp[:7] },
+		"seccomp long":   func(s *Spec) { s.Seccomp = make([]byte, 8*(MaxFilterLen+1)) },
 	} {
 		s := validSpec()
 		mutate(s)
