@@ -27,7 +27,9 @@ func main() {
 			"capped output. See README.md for the policy format and docs/result-schema.md for --json.",
 		Commands: []*cli.Command{
 			runCommand(),
+			doctorCommand(),
 			initCommand(),
+			probeCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/hostcheck"
+)
+
+// exitCannotEnforce is doctor's exit status when the policy's requirements
+// cannot be enforced on this host.
+const exitCannotEnforce = 1
+
+func doctorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "report what this host can enforce, and how to fix what it cannot",
+		Description: "Probes this host the way a run uses it: short-lived children in new user, mount, PID, network,\n" +
+			"IPC, UTS and cgroup namespaces, a detached read-only mount attached in one of them, a procfs with\n" +
+			"subset=pid, the cgroup controllers, seccomp, the Landlock ABI and, on cgroup v2, a child cloned\n" +
+			"straight into a temporary cgroup. It changes nothing on the host and removes what it creates.\n" +
+			"It prints one line per feature (ok or MISSING, what was found, the first Linux version with it,\n" +
+			"the requirement it belongs to) and how to fix what is missing.\n" +
+			"\n" +
+			"Exit status: 0 when every requirement of the policy (its sandbox.require) can be enforced here,\n" +
+			"1 when one cannot (nsbox run refuses that policy on this host), 125 when doctor itself failed.\n" +
+			"\n" +
+			"--json prints one object: kernel (uname release); checks, a list of {name, group, ok, detail,\n" +
+			"min_kernel, hint} where group is the requirement the check belongs to (\"namespaces\", \"cgroups\",\n" +
+			"\"seccomp\", \"landlock\", or \"\" when informational) and hint is how to fix it (\"\" when ok); notes,\n" +
+			"protections that work but weaker than asked; policy; requires, the policy's requirements; missing,\n" +
+			"those this host cannot enforce; ok, true when missing is empty.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "strict",
+				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file whose requirements are checked"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
+		},
+		Action: doctorAction,
+	}
+}
+
+// probeHost probes the host; tests replace it with a synthetic report.
+var probeHost = hostcheck.Probe
+
+func doctorAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("doctor takes no arguments, got %q", c.Args().Slice())
+	}
+	pol, err := policies.Resolve(c.String("policy"))
+	if err != nil {
+		return err
+	}
+	reqs := policyRequirements(pol)
+	if err := hostcheck.ValidateRequirements(reqs); err != nil {
+		return fmt.Errorf("policy %s: %w", pol.Name, err)
+	}
+	// The probes re-execute this binary (hidden command in probe.go).
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the nsbox binary to re-execute for the probes: %w", err)
+	}
+	d := diagnose(probeHost(exe), pol.Name, reqs)
+	if c.Bool("json") {
+		err = d.writeJSON(c.App.Writer)
+	} else {
+		err = d.writeText(c.App.Writer)
+	}
+	if err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	if !d.OK {
+		return cli.Exit("", exitCannotEnforce)
+	}
+	return nil
+}
+
+// policyRequirements is the one place that says which host requirements a
+// policy has: its sandbox.require list.
+func policyRequirements(pol *policies.Policy) []string {
+	return slices.Clone(pol.Sandbox.Require)
+}
+
+// diagnosis is a probe report judged against one policy; as JSON it is
+// doctor's --json object.
+type diagnosis struct {
+	hostcheck.Report
+	Policy   string   `json:"policy"`   // built-in name or file path
+	Requires []string `json:"requires"` // the policy's requirements
+	Missing  []string `json:"missing"`  // requirements this host cannot enforce
+	OK       bool     `json:"ok"`       // Missing is empty
+}
+
+func diagnose(r hostcheck.Report, policy string, reqs []string) diagnosis {
+	d := diagnosis{Report: r, Policy: policy, Requires: reqs, Missing: r.Missing(reqs)}
+	// Empty lists, not null, so consumers need not special-case them.
+	for _, p := range []*[]string{&d.Requires, &d.Missing, &d.Notes} {
+		if *p == nil {
+			*p = []string{}
+		}
+	}
+	if d.Checks == nil {
+		d.Checks = []hostcheck.Check{}
+	}
+	d.OK = len(d.Missing) == 0
+	return d
+}
+
+func (d diagnosis) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+// writeText prints the table, the notes, the fixes and the verdict.
+func (d diagnosis) writeText(w io.Writer) error {
+	fmt.Fprintf(w, "nsbox doctor: Linux %s\n\n", d.Kernel)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FEATURE\tSTATUS\tDETAIL\tMIN KERNEL\tREQUIREMENT")
+	for _, c := range d.Checks {
+		status := "ok"
+		if !c.OK {
+			status = "MISSING"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, status, c.Detail, dash(c.MinKernel), dash(c.Group))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range d.Notes {
+			fmt.Fprint(w, wrap("- ", n))
+		}
+	}
+	if fixes := fixes(d.Checks); len(fixes) > 0 {
+		fmt.Fprintln(w, "\nHow to fix what is missing:")
+		for _, f := range fixes {
+			fmt.Fprint(w, wrap("- ", f))
+		}
+	}
+	fmt.Fprintln(w)
+	_, err := fmt.Fprintln(w, d.verdict())
+	return err
+}
+
+// fixes are the hints of the failed checks, each once, led by the names
+// of the checks that share it.
+func fixes(checks []hostcheck.Check) []string {
+	var hints []string
+	names := map[string][]string{}
+	for _, c := range checks {
+		if c.OK || c.Hint == "" {
+			continue
+		}
+		if _, ok := names[c.Hint]; !ok {
+			hints = append(hints, c.Hint)
+		}
+		names[c.Hint] = append(names[c.Hint], c.Name)
+	}
+	out := make([]string, len(hints))
+	for i, h := range hints {
+		out[i] = strings.Join(names[h], ", ") + ": " + h
+	}
+	return out
+}
+
+func (d diagnosis) verdict() string {
+	switch {
+	case len(d.Requires) == 0:
+		return fmt.Sprintf("Policy %s requires nothing of the host (sandbox.require is empty).", d.Policy)
+	case d.OK:
+		return fmt.Sprintf("Policy %s: every requirement (%s) can be enforced on this host.", d.Policy, strings.Join(d.Requires, ", "))
+	}
+	return fmt.Sprintf("Policy %s: CANNOT be enforced on this host: missing %s (of %s); nsbox run refuses it here.",
+		d.Policy, strings.Join(d.Missing, ", "), strings.Join(d.Requires, ", "))
+}
+
+// wrap formats text as a list item of lines up to about 100 columns,
+// continuation lines indented under the first word.
+func wrap(bullet, text string) string {
+	const width = 100
+	var b strings.Builder
+	line := bullet
+	indent := strings.Repeat(" ", len(bullet))
+	for i, word := range strings.Fields(text) {
+		if i > 0 && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent + word
+			continue
+		}
+		if i > 0 {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

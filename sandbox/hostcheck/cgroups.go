@@ -1,0 +1,88 @@
+package hostcheck
+
+import (
+	"slices"
+
+	"github.com/nsbox/nsbox/sandbox/cgroup"
+)
+
+// cgroupControllers are the controllers a run needs, per version, in the
+// order doctor lists them, with the kernel that made each usable for nsbox
+// (v1 cpu: CFS bandwidth control, cpu.cfs_quota_us).
+var cgroupControllers = map[int][]controller{
+	1: {{"memory", "2.6.25"}, {"pids", "4.3"}, {"cpu", "3.2"}, {"freezer", "2.6.28"}},
+	2: {{"memory", "4.5"}, {"pids", "4.5"}, {"cpu", "4.15"}},
+}
+
+type controller struct{ name, minKernel string }
+
+// cgroupChecks turns what cgroup.Detect found into the "cgroups" check
+// and one check per needed controller.
+func cgroupChecks(info cgroup.Info, err error) []Check {
+	c := Check{Name: "cgroups", Group: Cgroups, MinKernel: "2.6.24"}
+	if info.Version == 2 {
+		c.MinKernel = "4.5"
+	}
+	if err != nil {
+		c.Detail, c.Hint = err.Error(), cgroupHint(info)
+		return []Check{c}
+	}
+	c.OK, c.Detail = true, hierarchyDetail(info.Version)
+	checks := []Check{c}
+
+	// Detect's Controllers also holds controllers a run uses but does not
+	// need (cpuacct on v1); only the needed ones get a check: those of
+	// the table, and any missing one the table does not know.
+	for _, ctl := range cgroupControllers[info.Version] {
+		checks = append(checks, controllerCheck(info, ctl.name, ctl.minKernel))
+	}
+	for _, name := range info.Missing {
+		known := slices.ContainsFunc(cgroupControllers[info.Version], func(ctl controller) bool {
+			return ctl.name == name
+		})
+		if !known {
+			checks = append(checks, controllerCheck(info, name, ""))
+		}
+	}
+	return checks
+}
+
+func controllerCheck(info cgroup.Info, name, minKernel string) Check {
+	c := Check{Name: "cgroup controller " + name, Group: Cgroups, MinKernel: minKernel}
+	if where, ok := info.Controllers[name]; ok && !slices.Contains(info.Missing, name) {
+		c.OK, c.Detail = true, where
+	} else {
+		c.Detail, c.Hint = "not usable", cgroupHint(info)
+	}
+	return c
+}
+
+// hierarchyDetail names the cgroup layout: "v2 (unified)", "v1 (hybrid)"
+// when a cgroup2 tree is mounted beside the v1 controllers (it carries no
+// controllers nsbox uses), or "v1 (legacy)".
+func hierarchyDetail(version int) string {
+	if version == 2 {
+		return "v2 (unified)"
+	}
+	if _, err := findCgroup2(); err == nil {
+		return "v1 (hybrid)"
+	}
+	return "v1 (legacy)"
+}
+
+// cgroupHint prefers the cgroup package's own advice, which knows where
+// nsbox puts its cgroups.
+func cgroupHint(info cgroup.Info) string {
+	if info.Hint != "" {
+		return info.Hint
+	}
+	if info.Version == 1 {
+		return "mount the v1 hierarchy of each missing controller under /sys/fs/cgroup (some kernels also need the boot " +
+			"parameter cgroup_enable=memory); in Docker/Kubernetes run with --privileged so the cgroup tree is writable"
+	}
+	return cgroupV2Hint
+}
+
+const cgroupV2Hint = "nsbox needs a writable cgroup v2 subtree with memory, pids and cpu enabled: as a systemd service set " +
+	"Delegate=yes (or run under `systemd-run -p Delegate=yes`); in Docker/Kubernetes run with --privileged or " +
+	"--cgroupns=private and a writable, delegated cgroup"

@@ -1,0 +1,117 @@
+package hostcheck
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/cgroup"
+)
+
+func TestMissing(t *testing.T) {
+	r := Report{Checks: []Check{
+		{Name: "user namespace", Group: Namespaces, OK: true},
+		{Name: "mount namespace", Group: Namespaces, OK: true},
+		{Name: "cgroups", Group: Cgroups, OK: true},
+		{Name: "cgroup controller pids", Group: Cgroups, OK: false},
+		{Name: "seccomp", Group: Seccomp, OK: true},
+		{Name: "proc subset=pid", OK: false}, // informational: never makes a requirement missing
+	}}
+	for _, tc := range []struct {
+		reqs, want []string
+	}{
+		{nil, nil},
+		{[]string{Namespaces, Seccomp}, nil},
+		{[]string{Namespaces, Cgroups, Seccomp}, []string{Cgroups}},
+		{[]string{Landlock}, []string{Landlock}},        // no check at all: fail closed
+		{[]string{"bogus", Seccomp}, []string{"bogus"}}, // unknown: cannot be met
+		{[]string{""}, []string{""}},                    // "" is the informational group, not a requirement
+	} {
+		if got := r.Missing(tc.reqs); !slices.Equal(got, tc.want) {
+			t.Errorf("Missing(%q) = %q, want %q", tc.reqs, got, tc.want)
+		}
+	}
+	if f := r.Failed(); len(f) != 2 || f[0].Name != "cgroup controller pids" {
+		t.Errorf("Failed() = %+v", f)
+	}
+}
+
+func TestUnmetError(t *testing.T) {
+	e := &UnmetError{
+		Missing: []string{Cgroups, Seccomp},
+		Checks: []Check{
+			{Name: "cgroup controller memory", Detail: "not usable", Hint: "delegate them"},
+			{Name: "cgroup controller pids", Detail: "not usable", Hint: "delegate them"},
+			{Name: "seccomp", Detail: "no filter mode", Hint: "CONFIG_SECCOMP_FILTER"},
+		},
+	}
+	got := e.Error()
+	want := "this host cannot enforce the required cgroups, seccomp: cgroup controller memory: not usable; " +
+		"cgroup controller pids: not usable; seccomp: no filter mode. To fix: delegate them; CONFIG_SECCOMP_FILTER. " +
+		"Run `nsbox doctor` for details"
+	if got != want {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
+	var ue *UnmetError
+	if !errors.As(error(e), &ue) {
+		t.Error("errors.As")
+	}
+}
+
+func TestCgroupChecks(t *testing.T) {
+	names := func(cs []Check) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+
+	// v1: cpuacct is usable but not needed, so it gets no check.
+	v1 := cgroupChecks(cgroup.Info{Version: 1, Controllers: map[string]string{
+		"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids", "cpu": "/sys/fs/cgroup/cpu",
+		"cpuacct": "/sys/fs/cgroup/cpuacct", "freezer": "/sys/fs/cgroup/freezer",
+	}}, nil)
+	want := []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu", "cgroup controller freezer"}
+	if got := names(v1); !slices.Equal(got, want) {
+		t.Errorf("v1 checks %v, want %v", got, want)
+	}
+	for _, c := range v1 {
+		if !c.OK || c.Group != Cgroups || c.MinKernel == "" {
+			t.Errorf("v1: %+v", c)
+		}
+	}
+
+	// v2 with memory not delegated: its check fails with the package's hint.
+	v2 := cgroupChecks(cgroup.Info{Version: 2, Controllers: map[string]string{"pids": "/sys/fs/cgroup", "cpu": "/sys/fs/cgroup"},
+		Missing: []string{"memory"}, Hint: "Delegate=yes"}, nil)
+	want = []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu"}
+	if got := names(v2); !slices.Equal(got, want) {
+		t.Errorf("v2 checks %v, want %v", got, want)
+	}
+	if v2[0].Detail != "v2 (unified)" || v2[0].MinKernel != "4.5" {
+		t.Errorf("v2 hierarchy: %+v", v2[0])
+	}
+	if c := v2[1]; c.OK || c.Hint != "Delegate=yes" {
+		t.Errorf("v2 memory: %+v", c)
+	}
+	r := Report{Checks: v2}
+	if m := r.Missing([]string{Cgroups}); !slices.Equal(m, []string{Cgroups}) {
+		t.Errorf("Missing = %v", m)
+	}
+
+	// Detect failed: one failing check with a generic hint.
+	bad := cgroupChecks(cgroup.Info{}, errors.New("no cgroup mounts"))
+	if len(bad) != 1 || bad[0].OK || bad[0].Hint == "" || !strings.Contains(bad[0].Detail, "no cgroup mounts") {
+		t.Errorf("detect error: %+v", bad)
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	if got := unescapeMountinfo(`/mnt/with\040space\134x`); got != `/mnt/with space\x` {
+		t.Errorf("got %q", got)
+	}
+	if got := unescapeMountinfo(`/sys/fs/cgroup`); got != "/sys/fs/cgroup" {
+		t.Errorf("got %q", got)
+	}
+}
