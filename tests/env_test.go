@@ -25,6 +25,8 @@ func TestHostEnvironmentInvisible(t *testing.T) {
 	want := map[string]string{
 		"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8",
 		"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+		// Thread pools sized to the default policy's one CPU.
+		"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
 	}
 	for k, v := range want {
 		if env[k] != v {

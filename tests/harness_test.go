@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 			defer os.RemoveAll(dir)
 			nsboxBin = filepath.Join(dir, "nsbox")
 			cmd := exec.Command("go", "build", "-o", nsboxBin, "../cmd/nsbox")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				os.Stderr.Write(out)
 				panic("build nsbox: " + err.Error())
@@ -67,6 +67,7 @@ type run struct {
 	stdin     string
 	env       []string          // added to the test's environment
 	state     string            // NSBOX_STATE_DIR; a fresh one when ""
+	via       []string          // a command that runs nsbox: via... NSBOX_BIN args...
 	whileRuns func(*os.Process) // called once nsbox started
 }
 
@@ -87,7 +88,8 @@ func nsbox(t *testing.T, r run) *outcome {
 	if r.state == "" {
 		r.state = t.TempDir()
 	}
-	cmd := exec.Command(nsboxBin, r.args...)
+	argv := append(append(append([]string{}, r.via...), nsboxBin), r.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "NSBOX_STATE_DIR="+r.state), r.env...)
 	cmd.Stdin = strings.NewReader(r.stdin)
 	var stdout, stderr bytes.Buffer
@@ -194,6 +196,15 @@ func waitFile(path string, d time.Duration) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// mustHave skips (or, under NSBOX_MUST_WORK, fails) a test that needs a
+// host command.
+func mustHave(t *testing.T, cmd string) {
+	t.Helper()
+	if _, err := exec.LookPath(cmd); err != nil {
+		mustwork.Skip(t, "%s is not installed", cmd)
+	}
 }
 
 // sandboxWorkspace returns a host dir the sandbox user may write, for

@@ -9,20 +9,21 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// TestTmpSizeLimited fills /tmp (strict: 16 MiB) with at most 32 MiB:
-// the write fails with ENOSPC inside, and nothing of it reaches the host
-// (the tmpfs lives and dies with the sandbox's mount namespace).
+// TestTmpSizeLimited fills /tmp (strict: 16 MiB) with at most 32 MiB, in
+// 4 MiB files (below RLIMIT_FSIZE): the write fails with ENOSPC inside,
+// and nothing of it reaches the host (the tmpfs lives and dies with the
+// sandbox's mount namespace).
 func TestTmpSizeLimited(t *testing.T) {
 	needRoot(t)
 	code := `
 import errno
 written = 0
 try:
-    with open("/tmp/fill", "wb") as f:
-        for _ in range(32):
+    for i in range(32):
+        with open("/tmp/fill%d" % (i // 4), "ab") as f:
             f.write(b"\0" * (1 << 20))
             f.flush()
-            written += 1
+        written += 1
     print("NOLIMIT", written)
 except OSError as e:
     print("FULL", errno.errorcode[e.errno], written)

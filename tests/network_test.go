@@ -36,7 +36,9 @@ try:
     print("CONNECTED")
 except OSError as e:
     print("FAILED", type(e).__name__)
-ifs = [n for _, n in socket.if_nameindex()]
+# /proc/net/dev lists this network namespace's interfaces (if_nameindex
+# would need a netlink socket, which seccomp denies).
+ifs = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
 print("IFACES", ifs)
 `
 	o := runPy(t, "default", code)

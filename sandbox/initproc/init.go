@@ -1,7 +1,8 @@
 // Package initproc is the sandbox init: the nsbox binary re-executed by the
 // supervisor inside new user, mount, PID, network, IPC, UTS and cgroup
 // namespaces. It reads the Spec, builds the new root, drops every
-// privilege and execs the program. It runs as (namespace) root with no
+// privilege, lowers the rlimits, adds Landlock and seccomp, and execs the
+// program. It runs as (namespace) root with no
 // privilege on the host.
 //
 // WARNING: the order of the steps in Run is the security design. After any
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nsbox/nsbox/sandbox/seccomp"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -153,16 +155,37 @@ func run(syncFD int) error {
 	if err := closeExtraFDs(); err != nil {
 		return spec.StepError("close fds", err)
 	}
-	// No execve from here on can gain privileges.
+	// Resource limits the cgroup cannot express: no core dumps, fewer
+	// open files, bounded file size and stack, and CPU seconds per process
+	// as a second line behind the wall clock. Only ever lowered.
+	if err := setRlimits(s.Rlimits); err != nil {
+		return spec.StepError("rlimits", err)
+	}
+	// No execve from here on can gain privileges; Landlock and seccomp
+	// both require this of an unprivileged caller.
 	if err := setNoNewPrivs(); err != nil {
 		return spec.StepError("no_new_privs", err)
+	}
+	// A second fence behind the read-only mounts: even a mount the program
+	// could somehow make writable stays read-only to it.
+	if s.Landlock {
+		if _, err := applyLandlock(); err != nil {
+			return spec.StepError("landlock", err)
+		}
 	}
 	// Tell the supervisor setup is complete: an EOF before this means the
 	// init died, an EOF after it that execve succeeded.
 	if _, err := unix.Write(syncFD, spec.Ready); err != nil {
 		return spec.StepError("report ready", err)
 	}
-	// (Seccomp, applied last right before execve, is the next version's.)
+	// Seccomp last, right before execve, so that no setup step above has
+	// to be allowed by the filter. The filter was compiled by the
+	// supervisor; loading it is one system call. Only execve follows.
+	if len(s.Seccomp) > 0 {
+		if err := seccomp.Install(s.Seccomp); err != nil {
+			return spec.StepError("seccomp", err)
+		}
+	}
 
 	// The sync socket is close-on-exec: its EOF tells the supervisor the
 	// program started. On failure execve returns and we report it.

@@ -26,6 +26,13 @@ var baseEnv = []string{
 // stable order (the policy loader rejects overriding the base names).
 func programEnv(p *policies.Policy) []string {
 	env := append([]string{}, baseEnv...)
+	// Numeric libraries size their thread pools to the host's cores unless
+	// told otherwise; more threads than the CPU quota only queue on it
+	// (and count against pids.max).
+	threads := fmt.Sprint(p.Limits.Threads())
+	for _, k := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"} {
+		env = append(env, k+"="+threads)
+	}
 	keys := make([]string, 0, len(p.Env))
 	for k := range p.Env {
 		keys = append(keys, k)

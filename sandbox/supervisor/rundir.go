@@ -24,6 +24,9 @@ func StateDir() string {
 	return DefaultStateDir
 }
 
+// runsDir holds one directory per live run.
+func runsDir(state string) string { return filepath.Join(state, "runs") }
+
 // runDir is the host directory of one live run. It holds a lock file that
 // the supervisor keeps flock'ed for the whole run, so a later supervisor
 // can tell a crashed run's leftovers (lock free) from a live run's.
@@ -35,7 +38,7 @@ type runDir struct {
 // newRunDir creates STATE/runs/ID, locks it and removes the leftovers of
 // runs whose supervisor died.
 func newRunDir(state, id string) (*runDir, error) {
-	runs := filepath.Join(state, "runs")
+	runs := runsDir(state)
 	if err := os.MkdirAll(runs, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir %s: %w", runs, err)
 	}

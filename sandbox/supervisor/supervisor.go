@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/hostroot"
 	"github.com/nsbox/nsbox/sandbox/output"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -79,6 +80,9 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if os.Geteuid() != 0 {
 		return &stepError{"privileges", errors.New("nsbox run needs root (rootless mode is not implemented yet)")}
 	}
+	if err := requirements(o.Policy); err != nil {
+		return err
+	}
 	exe := o.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -105,12 +109,25 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"workspace", err}
 	}
+	conf, err := confine(o.Policy, r.ID, o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := conf.destroy(); derr != nil && err == nil {
+			err = &stepError{"cleanup", derr}
+		}
+	}()
+	r.Limits, r.Sandbox = conf.report(o.Policy)
 	bindFiles, binds, err := openBinds(plan, ws)
 	if err != nil {
 		return &stepError{"rootfs", err}
 	}
 	defer func() { closeAll(bindFiles) }() // nil once handed to the init
 	sp := newSpec(o.Policy, r.ID, plan, binds)
+	sp.Rlimits = rlimits(o.Policy.Limits)
+	sp.Landlock = conf.landlockABI > 0
+	sp.Seccomp = conf.filter
 	msg, err := spec.Encode(sp)
 	if err != nil {
 		return &stepError{"spec", err}
@@ -120,7 +137,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// process: keep this goroutine on its thread until the init is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	l, err := start(exe, bindFiles)
+	l, err := start(exe, bindFiles, conf.cg)
 	if err != nil {
 		return &stepError{"start init", err}
 	}
@@ -128,33 +145,39 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	closeAll(bindFiles) // the init has its copies
 	bindFiles = nil
 
-	stop := &stopper{proc: l.cmd.Process, done: make(chan struct{})}
+	stop := &stopper{proc: l.cmd.Process, cg: conf.cg, done: make(chan struct{})}
 	timer := time.AfterFunc(o.Policy.Limits.Timeout.Duration, func() {
-		stop.stop(result.StatusTimeout, "wall clock "+o.Policy.Limits.Timeout.Duration.String())
+		stop.stop(result.StatusTimeout, result.LimitWallTime, "wall clock "+o.Policy.Limits.Timeout.Duration.String())
 	})
 	defer timer.Stop()
 	go func() {
 		select {
 		case <-ctx.Done():
-			stop.stop(result.StatusKilled, fmt.Sprint(context.Cause(ctx)))
+			stop.stop(result.StatusKilled, "", fmt.Sprint(context.Cause(ctx)))
 		case <-stop.done:
 		}
 	}()
 	limit := int64(o.Policy.Limits.OutputLimit)
 	stdout := output.NewStream(limit, o.Stdout, func() {
-		stop.stop(result.StatusOutputLimit, fmt.Sprintf("stdout exceeded %d bytes", limit))
+		stop.stop(result.StatusOutputLimit, result.LimitStdout, fmt.Sprintf("stdout exceeded %d bytes", limit))
 	})
 	stderr := output.NewStream(limit, o.Stderr, func() {
-		stop.stop(result.StatusOutputLimit, fmt.Sprintf("stderr exceeded %d bytes", limit))
+		stop.stop(result.StatusOutputLimit, result.LimitStderr, fmt.Sprintf("stderr exceeded %d bytes", limit))
 	})
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); stdout.Copy(l.stdout) }()
 	go func() { defer readers.Done(); stderr.Copy(l.stderr) }()
 
-	// Host-side setup is complete (uid/gid maps were written by the fork
-	// code): hand over the spec and release the init.
-	setupErr := l.send(msg)
+	// Host-side setup: the uid/gid maps were written by the fork code; on
+	// cgroup v2 the init was cloned straight into its cgroup. On v1 it is
+	// placed now, while it still waits for "go", so it cannot fork (or
+	// allocate much) outside the limits. Then hand over the spec and
+	// release it.
+	setupErr := placeInCgroup(conf.cg, l.cmd.Process.Pid)
+	if setupErr == nil {
+		setupErr = l.send(msg)
+	}
 	if setupErr == nil {
 		setupErr = l.send(spec.Go)
 	}
@@ -164,7 +187,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if setupErr == nil {
 		go feedCode(l.stdin, o.Code)
 	} else {
-		stop.stop("", "") // kill a half-built sandbox; no status of its own
+		stop.stop("", "", "") // kill a half-built sandbox; no status of its own
 	}
 
 	waitErr := l.cmd.Wait()
@@ -175,9 +198,13 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	result.SetStderr(r, stderr.Bytes())
 	r.StdoutTruncated, r.StderrTruncated = stdout.Truncated(), stderr.Truncated()
 
-	if status, reason := stop.result(); status != "" {
+	// Every process of the run is gone (the PID namespace died with its
+	// init); what the cgroup counted is final.
+	usage := conf.usage(r)
+
+	if status, limit, reason := stop.result(); status != "" {
 		// A stop (timeout, output cap, by hand) outranks what it caused.
-		r.Status, r.Reason = status, reason
+		r.Status, r.Limit, r.Reason = status, limit, reason
 		setExit(r, l.cmd.ProcessState)
 		return nil
 	}
@@ -188,11 +215,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		return &stepError{"wait", waitErr}
 	}
 	setExit(r, l.cmd.ProcessState)
-	if r.ExitCode != nil && *r.ExitCode == 0 {
-		r.Status = result.StatusOK
-	} else {
-		r.Status = result.StatusError
-	}
+	classify(r, o.Policy, usage, l.cmd.ProcessState)
 	return nil
 }
 
@@ -239,7 +262,9 @@ func setExit(r *result.Result, ps *os.ProcessState) {
 type stopper struct {
 	mu       sync.Mutex
 	proc     *os.Process
+	cg       *cgroup.Cgroup // nil without a cgroup
 	status   result.Status
+	limit    string
 	reason   string
 	stopped  bool
 	finished bool
@@ -248,15 +273,20 @@ type stopper struct {
 }
 
 // stop kills the init (PID 1 of the sandbox's PID namespace), which makes
-// the kernel kill every process in it. The first caller's status wins.
-func (s *stopper) stop(status result.Status, reason string) {
+// the kernel kill every process in it, and then every process in the
+// run's cgroup, which covers the same set a second way. The first
+// caller's status wins.
+func (s *stopper) stop(status result.Status, limit, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || s.finished {
 		return
 	}
-	s.stopped, s.status, s.reason = true, status, reason
+	s.stopped, s.status, s.limit, s.reason = true, status, limit, reason
 	s.proc.Signal(syscall.SIGKILL)
+	if s.cg != nil {
+		s.cg.Kill() // best effort here; Destroy after the wait checks it
+	}
 }
 
 // finish marks the init as reaped: no later stop may signal its pid.
@@ -267,10 +297,10 @@ func (s *stopper) finish() {
 	s.once.Do(func() { close(s.done) })
 }
 
-func (s *stopper) result() (result.Status, string) {
+func (s *stopper) result() (status result.Status, limit, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.status, s.reason
+	return s.status, s.limit, s.reason
 }
 
 // NewID returns a random run id (24 hex digits).

@@ -58,11 +58,16 @@ func TestProgramEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Env = map[string]string{"ZED": "1", "ALPHA": "x=y"}
+	p.Limits.CPUs = 1.5
 	env := programEnv(p)
 	if !slices.Equal(env[:len(baseEnv)], baseEnv) {
 		t.Errorf("base environment changed: %v", env)
 	}
-	if got := env[len(baseEnv):]; !slices.Equal(got, []string{"ALPHA=x=y", "ZED=1"}) {
+	threads := []string{"OMP_NUM_THREADS=2", "OPENBLAS_NUM_THREADS=2", "MKL_NUM_THREADS=2"}
+	if got := env[len(baseEnv) : len(baseEnv)+3]; !slices.Equal(got, threads) {
+		t.Errorf("thread pool env %v, want %v (1.5 CPUs rounded up)", got, threads)
+	}
+	if got := env[len(baseEnv)+3:]; !slices.Equal(got, []string{"ALPHA=x=y", "ZED=1"}) {
 		t.Errorf("policy env %v, want sorted ALPHA, ZED", got)
 	}
 }

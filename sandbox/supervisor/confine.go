@@ -1,0 +1,233 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/cgroup"
+	"github.com/nsbox/nsbox/sandbox/hostcheck"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/seccomp"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// namespaceNames are the namespaces of cloneFlags, as the result reports
+// them.
+var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}
+
+// confinement is what a run enforces beyond its namespaces and mounts,
+// decided on the host before the init starts.
+type confinement struct {
+	cg          *cgroup.Cgroup // nil when the run has no cgroup
+	filter      []byte         // compiled seccomp filter; nil for none
+	seccompName string         // profile name or path; "none"
+	landlockABI int            // Landlock ABI the init will enforce; 0 for none
+}
+
+// requirements refuses a run whose policy requires a protection this host
+// cannot give, with the fix `nsbox doctor` would print. It runs first, so a
+// refused run leaves nothing behind.
+func requirements(p *policies.Policy) error {
+	if err := hostcheck.Require(p.Sandbox.Require); err != nil {
+		return &stepError{"requirements", err}
+	}
+	return nil
+}
+
+// confine prepares each protection the policy uses. A required protection the host lacks refuses the run
+// before anything starts (fail closed); one that is used but not required
+// is left out and the result says so.
+func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error) {
+	c = &confinement{seccompName: "none"}
+	defer func() {
+		if err != nil {
+			c.destroy()
+		}
+	}()
+
+	// Seccomp: compiled here, on the host, so that the process that
+	// becomes the sandbox never runs libseccomp; the init loads the raw
+	// filter with one system call.
+	if p.Sandbox.Seccomp != "none" {
+		if ok, why := seccomp.Supported(); ok {
+			prof, err := seccomp.Load(p.Sandbox.Seccomp)
+			if err != nil {
+				return nil, &stepError{"seccomp", err}
+			}
+			prog, err := prof.Compile()
+			if err != nil {
+				return nil, &stepError{"seccomp", err}
+			}
+			c.filter, c.seccompName = prog.Raw, p.Sandbox.Seccomp
+		} else if p.Requires("seccomp") {
+			return nil, &stepError{"requirements", fmt.Errorf("seccomp: %s", why)}
+		}
+	}
+
+	// Landlock is applied by the init; the ABI is the kernel's, the same
+	// number the init sees.
+	if p.Sandbox.Landlock {
+		if abi, err := llsys.LandlockGetABIVersion(); err == nil && abi > 0 {
+			c.landlockABI = abi
+		} else if p.Requires("landlock") {
+			return nil, &stepError{"requirements", fmt.Errorf("landlock: not available (%v)", err)}
+		}
+	}
+
+	// Cgroup last: it is the one protection that leaves state on the host.
+	// Leftovers of supervisors that died mid-run go first.
+	info, err := cgroup.Detect()
+	switch {
+	case err == nil && len(info.Missing) == 0:
+		cgroup.Sweep(func(name string) bool { return runLive(stateDir, name) })
+		c.cg, err = cgroup.New(id, cgroup.Limits{
+			MemoryBytes: int64(p.Limits.Memory),
+			Pids:        p.Limits.Pids,
+			CPUs:        p.Limits.CPUs,
+		})
+		if err != nil {
+			return nil, &stepError{"cgroup", err}
+		}
+	case p.Requires("cgroups"):
+		if err == nil {
+			err = fmt.Errorf("controllers %v missing: %s", info.Missing, info.Hint)
+		}
+		return nil, &stepError{"requirements", fmt.Errorf("cgroups: %w", err)}
+	}
+	return c, nil
+}
+
+// destroy kills whatever is left in the run's cgroup and removes it.
+func (c *confinement) destroy() error {
+	if c == nil || c.cg == nil {
+		return nil
+	}
+	return c.cg.Destroy()
+}
+
+// rlimits are the program's resource limits: no core dumps (a dump could
+// fill the workspace or leak memory contents), bounded descriptors, file
+// size and stack, and CPU seconds. RLIMIT_CPU has soft == hard so that
+// the kernel sends SIGKILL, which reaches the program even as PID 1
+// (SIGXCPU, sent at a lower soft limit, would be ignored there). There is
+// deliberately no RLIMIT_AS: address space is not memory (JITs and
+// numeric libraries reserve far more than they use); memory is the
+// cgroup's job.
+func rlimits(l policies.Limits) []spec.Rlimit {
+	secs := uint64(l.CPUTime.Duration / time.Second)
+	return []spec.Rlimit{
+		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
+		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)},
+		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
+		{Resource: unix.RLIMIT_STACK, Cur: uint64(l.Stack), Max: uint64(l.Stack)},
+		{Resource: unix.RLIMIT_CPU, Cur: secs, Max: secs},
+	}
+}
+
+// report describes the effective limits and active protections.
+func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbox) {
+	l := &result.Limits{
+		TimeoutMS:     p.Limits.Timeout.Milliseconds(),
+		CPUTimeMS:     p.Limits.CPUTime.Milliseconds(),
+		OutputBytes:   int64(p.Limits.OutputLimit),
+		OpenFiles:     p.Limits.OpenFiles,
+		FileSizeBytes: int64(p.Limits.FileSize),
+		StackBytes:    int64(p.Limits.Stack),
+		TmpBytes:      int64(p.Filesystem.TmpSize),
+		ShmBytes:      int64(p.Filesystem.ShmSize),
+	}
+	sb := &result.Sandbox{
+		Namespaces:  namespaceNames,
+		Cgroup:      "none",
+		Seccomp:     c.seccompName,
+		LandlockABI: c.landlockABI,
+	}
+	if c.cg != nil {
+		l.MemoryBytes = result.Int64(int64(p.Limits.Memory))
+		l.Pids = result.Int64(p.Limits.Pids)
+		l.CPUs = result.Float64(p.Limits.CPUs)
+		sb.Cgroup = fmt.Sprintf("v%d", c.cg.Version())
+	}
+	return l, sb
+}
+
+// runLive reports whether the run id still has a supervisor: its run
+// directory's lock is held. Used to tell a crashed run's cgroup from a
+// running one.
+func runLive(stateDir, id string) bool {
+	f, err := os.OpenFile(filepath.Join(runsDir(stateDir), id, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		return false
+	}
+	return errors.Is(err, unix.EWOULDBLOCK)
+}
+
+// placeInCgroup moves the init into the run's cgroup on v1, where it
+// cannot be cloned into one. It runs before "go": the init is still
+// blocked on the sync socket and has not forked.
+func placeInCgroup(cg *cgroup.Cgroup, pid int) error {
+	if cg == nil {
+		return nil
+	}
+	if _, ok := cg.FD(); ok {
+		return nil // v2: CLONE_INTO_CGROUP placed it at birth
+	}
+	if err := cg.Add(pid); err != nil {
+		return &stepError{"cgroup", err}
+	}
+	return nil
+}
+
+// usage copies the cgroup's final counters into r and returns them; the
+// zero Stats when the run had no cgroup or they cannot be read.
+func (c *confinement) usage(r *result.Result) cgroup.Stats {
+	if c.cg == nil {
+		return cgroup.Stats{}
+	}
+	st, err := c.cg.Stats()
+	if err != nil {
+		return cgroup.Stats{}
+	}
+	r.CPUMS = result.Int64(st.CPU.Milliseconds())
+	r.PeakMemoryBytes = result.Int64(int64(st.PeakMemory))
+	return st
+}
+
+// classify sets the status of a run that nsbox did not stop itself.
+//
+//   - The OOM killer struck and the program did not exit 0: memory_limit.
+//     (A child killed by the OOM killer whose parent carried on to a clean
+//     exit is the program's business.)
+//   - SIGKILL that nsbox did not send and no OOM kill: nothing inside can
+//     SIGKILL PID 1 of its own namespace, so this is RLIMIT_CPU (soft ==
+//     hard makes the kernel send SIGKILL); the CPU time confirms it.
+//   - Otherwise ok for exit 0 and error for the rest.
+func classify(r *result.Result, p *policies.Policy, st cgroup.Stats, ps *os.ProcessState) {
+	killed := r.Signal != nil && *r.Signal == int(unix.SIGKILL)
+	cpu := ps.UserTime() + ps.SystemTime()
+	switch {
+	case st.OOMKills > 0 && (r.ExitCode == nil || *r.ExitCode != 0):
+		r.Status, r.Limit = result.StatusMemoryLimit, result.LimitMemory
+		r.Reason = fmt.Sprintf("memory limit %v reached: the OOM killer ended %d process(es)", p.Limits.Memory, st.OOMKills)
+	case killed && cpu >= p.Limits.CPUTime.Duration-100*time.Millisecond:
+		r.Status, r.Limit = result.StatusTimeout, result.LimitCPUTime
+		r.Reason = fmt.Sprintf("cpu time %v (RLIMIT_CPU)", p.Limits.CPUTime)
+	case r.ExitCode != nil && *r.ExitCode == 0:
+		r.Status = result.StatusOK
+	default:
+		r.Status = result.StatusError
+	}
+}
