@@ -140,9 +140,17 @@ func (o *outcome) wantStatus(t *testing.T, status result.Status) {
 		t.Fatalf("no JSON result; exit %d, stderr: %s", o.exit, o.stderr)
 	}
 	if o.res.Status != status {
-		t.Fatalf("status %q (reason %q, error %+v), want %q\nstdout: %s\nstderr: %s",
-			o.res.Status, o.res.Reason, o.res.Error, status, o.res.Stdout, o.res.Stderr)
+		t.Fatalf("status %q (reason %q, error %+v, exit_code %s, signal %s), want %q\nstdout: %s\nstderr: %s",
+			o.res.Status, o.res.Reason, o.res.Error, ptr(o.res.ExitCode), ptr(o.res.Signal), status, o.res.Stdout, o.res.Stderr)
 	}
+}
+
+// ptr prints a nullable result field.
+func ptr(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.Itoa(*p)
 }
 
 // noLeftovers checks that a run left no run directory behind.

@@ -333,3 +333,32 @@ func TestFailClosedWithoutCgroups(t *testing.T) {
 		t.Errorf("limits %+v cpu_ms %v: cgroup limits reported without a cgroup", l, o.res.CPUMS)
 	}
 }
+
+// TestSweepSparesOtherStateDirs: a run with another NSBOX_STATE_DIR
+// cannot tell whether this run is live, so its sweep must leave this
+// run's cgroup (and processes) alone.
+func TestSweepSparesOtherStateDirs(t *testing.T) {
+	needRoot(t)
+	ws := sandboxWorkspace(t)
+	code := `
+import time
+open("/workspace/started", "w").close()
+time.sleep(1.5)
+print("survived")
+`
+	o := nsbox(t, run{
+		args: []string{"run", "--json", "--workspace", ws, "-c", code},
+		whileRuns: func(*os.Process) {
+			if !waitFile(filepath.Join(ws, "started"), 10*time.Second) {
+				t.Errorf("program did not start")
+				return
+			}
+			other := nsbox(t, run{args: []string{"run", "--json", "-c", "pass"}})
+			other.wantStatus(t, result.StatusOK)
+		},
+	})
+	o.wantStatus(t, result.StatusOK)
+	if o.res.Stdout != "survived\n" {
+		t.Errorf("stdout %q", o.res.Stdout)
+	}
+}

@@ -1,10 +1,13 @@
 package supervisor
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -86,8 +89,12 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 	info, err := cgroup.Detect()
 	switch {
 	case err == nil && len(info.Missing) == 0:
-		cgroup.Sweep(func(name string) bool { return runLive(stateDir, name) })
-		c.cg, err = cgroup.New(id, cgroup.Limits{
+		prefix := cgroupPrefix(stateDir)
+		cgroup.Sweep(func(name string) bool {
+			id, ours := strings.CutPrefix(name, prefix)
+			return !ours || runLive(stateDir, id)
+		})
+		c.cg, err = cgroup.New(prefix+id, cgroup.Limits{
 			MemoryBytes: int64(p.Limits.Memory),
 			Pids:        p.Limits.Pids,
 			CPUs:        p.Limits.CPUs,
@@ -156,6 +163,19 @@ func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbo
 		sb.Cgroup = fmt.Sprintf("v%d", c.cg.Version())
 	}
 	return l, sb
+}
+
+// cgroupPrefix starts the cgroup names of runs that keep their run
+// directories in stateDir: "s" and 8 hex digits of the directory's hash,
+// then "-". A supervisor can only tell whether runs of its own state
+// directory are live (by their lock), so it sweeps only cgroups with its
+// own prefix; runs with another NSBOX_STATE_DIR are left to theirs.
+func cgroupPrefix(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return "s" + hex.EncodeToString(sum[:4]) + "-"
 }
 
 // runLive reports whether the run id still has a supervisor: its run

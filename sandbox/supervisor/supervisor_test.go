@@ -113,3 +113,12 @@ func TestNewIDUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestCgroupPrefix: runs of different state directories never sweep each
+// other's cgroups, and the same directory always gives the same prefix.
+func TestCgroupPrefix(t *testing.T) {
+	a, b := cgroupPrefix("/var/lib/nsbox"), cgroupPrefix("/tmp/other")
+	if a == b || a != cgroupPrefix("/var/lib/nsbox/") || len(a) != 10 || a[0] != 's' || a[9] != '-' {
+		t.Errorf("prefixes %q and %q", a, b)
+	}
+}
