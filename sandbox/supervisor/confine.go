@@ -28,9 +28,9 @@ var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "
 // confinement is what a run enforces beyond its namespaces and mounts,
 // decided on the host before the init starts.
 type confinement struct {
-	cg          *cgroup.Cgroup // nil when the run has no cgroup
-	filter      []byte         // compiled seccomp filter; nil for none
-	seccompName string         // profile name or path; "none"
+	cg          *cgroup.Cgroup   // nil when the run has no cgroup
+	profile     *seccomp.Profile // nil for no seccomp filter
+	seccompName string           // profile name or path; "none"
 	landlockABI int            // Landlock ABI the init will enforce; 0 for none
 }
 
@@ -55,20 +55,16 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 		}
 	}()
 
-	// Seccomp: compiled here, on the host, so that the process that
-	// becomes the sandbox never runs libseccomp; the init loads the raw
-	// filter with one system call.
+	// Seccomp: loaded and checked here, compiled on the host (compile) so
+	// that the process that becomes the sandbox never runs libseccomp; the
+	// init loads the raw filter with one system call.
 	if p.Sandbox.Seccomp != "none" {
 		if ok, why := seccomp.Supported(); ok {
-			prof, err := seccomp.Load(p.Sandbox.Seccomp)
+			c.profile, err = seccomp.Load(p.Sandbox.Seccomp)
 			if err != nil {
 				return nil, &stepError{"seccomp", err}
 			}
-			prog, err := prof.Compile()
-			if err != nil {
-				return nil, &stepError{"seccomp", err}
-			}
-			c.filter, c.seccompName = prog.Raw, p.Sandbox.Seccomp
+			c.seccompName = p.Sandbox.Seccomp
 		} else if p.Requires("seccomp") {
 			return nil, &stepError{"requirements", fmt.Errorf("seccomp: %s", why)}
 		}
@@ -109,6 +105,19 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 		return nil, &stepError{"requirements", fmt.Errorf("cgroups: %w", err)}
 	}
 	return c, nil
+}
+
+// compile turns the seccomp profile into the raw filter for the spec;
+// nil when the run has none.
+func (c *confinement) compile() ([]byte, error) {
+	if c.profile == nil {
+		return nil, nil
+	}
+	prog, err := c.profile.Compile()
+	if err != nil {
+		return nil, &stepError{"seccomp", err}
+	}
+	return prog.Raw, nil
 }
 
 // destroy kills whatever is left in the run's cgroup and removes it.
