@@ -323,6 +323,9 @@ func TestFailClosedWithoutCgroups(t *testing.T) {
 	if e := o.res.Error; e == nil || e.Step != "requirements" || !strings.Contains(e.Message, "cgroups") || !strings.Contains(e.Message, "nsbox doctor") {
 		t.Errorf("error %+v, want step requirements naming cgroups and `nsbox doctor`", e)
 	}
+	if l := o.res.Limits; l == nil || l.TimeoutMS != 10000 || l.MemoryBytes != nil || o.res.Sandbox != nil {
+		t.Errorf("refused run: limits %+v sandbox %+v, want the policy's limits without cgroup ones and no sandbox", l, o.res.Sandbox)
+	}
 
 	o, ran = wrap("permissive")
 	o.wantStatus(t, result.StatusOK)

@@ -147,8 +147,9 @@ func rlimits(l policies.Limits) []spec.Rlimit {
 	}
 }
 
-// report describes the effective limits and active protections.
-func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbox) {
+// limitsOf returns the effective limits of a run under p; the cgroup
+// limits only when a cgroup enforces them.
+func limitsOf(p *policies.Policy, cgroupActive bool) *result.Limits {
 	l := &result.Limits{
 		TimeoutMS:     p.Limits.Timeout.Milliseconds(),
 		CPUTimeMS:     p.Limits.CPUTime.Milliseconds(),
@@ -159,6 +160,16 @@ func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbo
 		TmpBytes:      int64(p.Filesystem.TmpSize),
 		ShmBytes:      int64(p.Filesystem.ShmSize),
 	}
+	if cgroupActive {
+		l.MemoryBytes = result.Int64(int64(p.Limits.Memory))
+		l.Pids = result.Int64(p.Limits.Pids)
+		l.CPUs = result.Float64(p.Limits.CPUs)
+	}
+	return l
+}
+
+// report describes the effective limits and active protections.
+func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbox) {
 	sb := &result.Sandbox{
 		Namespaces:  namespaceNames,
 		Cgroup:      "none",
@@ -166,12 +177,9 @@ func (c *confinement) report(p *policies.Policy) (*result.Limits, *result.Sandbo
 		LandlockABI: c.landlockABI,
 	}
 	if c.cg != nil {
-		l.MemoryBytes = result.Int64(int64(p.Limits.Memory))
-		l.Pids = result.Int64(p.Limits.Pids)
-		l.CPUs = result.Float64(p.Limits.CPUs)
 		sb.Cgroup = fmt.Sprintf("v%d", c.cg.Version())
 	}
-	return l, sb
+	return limitsOf(p, c.cg != nil), sb
 }
 
 // cgroupPrefix starts the cgroup names of runs that keep their run

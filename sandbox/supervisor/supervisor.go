@@ -45,6 +45,9 @@ type Options struct {
 // the run with status killed; context.Cause(ctx) becomes the reason.
 func Run(ctx context.Context, o Options) *result.Result {
 	r := result.New(NewID(), o.Policy.Name)
+	// The limits are known from the policy; the cgroup ones are added once
+	// a cgroup enforces them. sandbox stays null until one exists.
+	r.Limits = limitsOf(o.Policy, false)
 	start := time.Now()
 	defer func() { r.DurationMS = time.Since(start).Milliseconds() }()
 	if err := run(ctx, o, r); err != nil {
@@ -118,7 +121,8 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 			err = &stepError{"cleanup", derr}
 		}
 	}()
-	r.Limits, r.Sandbox = conf.report(o.Policy)
+	limits, active := conf.report(o.Policy)
+	r.Limits = limits
 	bindFiles, binds, err := openBinds(plan, ws)
 	if err != nil {
 		return &stepError{"rootfs", err}
@@ -136,6 +140,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"start init", err}
 	}
+	r.Sandbox = active
 	defer l.closeHostEnds()
 	closeAll(bindFiles) // the init has its copies
 	bindFiles = nil
