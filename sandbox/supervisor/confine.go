@@ -31,7 +31,7 @@ type confinement struct {
 	cg          *cgroup.Cgroup   // nil when the run has no cgroup
 	profile     *seccomp.Profile // nil for no seccomp filter
 	seccompName string           // profile name or path; "none"
-	landlockABI int            // Landlock ABI the init will enforce; 0 for none
+	landlockABI int              // Landlock ABI the init will enforce; 0 for none
 }
 
 // requirements refuses a run whose policy requires a protection this host
