@@ -28,6 +28,7 @@ func main() {
 		Commands: []*cli.Command{
 			runCommand(),
 			doctorCommand(),
+			rootfsCommand(),
 			initCommand(),
 			probeCommand(),
 		},

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/rootfs-builder/build"
+	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
+)
+
+// exitRootfsFailed is the exit status of a failed build, and of a verify
+// that found a difference or could not read the root.
+const exitRootfsFailed = 1
+
+func rootfsCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "rootfs",
+		Usage:           "build and verify the read-only root filesystems that runs use",
+		HideHelpCommand: true,
+		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand()},
+	}
+}
+
+func rootfsBuildCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "build",
+		Usage: "build a root: an interpreter, its standard library, a venv with the locked packages, their libraries",
+		Description: "Builds into OUT.tmp-XXXX next to --out and swaps it in atomically; a failed build leaves --out as it\n" +
+			"was. --lock is a pip requirements file in which every entry is name==version with --hash=sha256:...\n" +
+			"(pip-compile --generate-hashes); packages are installed from wheels only, with the pip of --python or of\n" +
+			"python3 on PATH, reusing pip's cache. Without --lock the root holds the standard library only and the\n" +
+			"build needs no network. Must run as root.\n" +
+			"\n" +
+			"On a terminal, one line per step with its time, files and bytes. With --json, or when standard output\n" +
+			"is not a terminal, one JSON object per line: {\"step\":NAME}, {\"files\":N,\"bytes\":B}, and at the end\n" +
+			"{\"done\":true,\"python\":PATH,\"python_version\":V,\"files\":N,\"bytes\":B,\"packages\":[...],\"elapsed_ms\":MS}\n" +
+			"or {\"error\":MESSAGE}. Exit status: 0 built, 1 failed (the message names the file, line or package).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "python", Usage: "host interpreter, absolute path (e.g. /usr/bin/python3.11)"},
+			&cli.StringFlag{Name: "out", Usage: "root directory to create or replace"},
+			&cli.StringFlag{Name: "lock", Usage: "hash-pinned requirements lock (default: standard library only)"},
+			&cli.BoolFlag{Name: "json", Usage: "print progress and the result as JSON lines"},
+			&cli.StringFlag{Name: "pip-cache", Usage: "pip's cache directory (default: pip's own)"},
+			&cli.StringFlag{Name: "pip", Usage: "interpreter whose pip installs the packages (default: --python, then python3 on PATH)"},
+		},
+		Action: rootfsBuildAction,
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit("nsbox: rootfs build: "+err.Error(), exitRootfsFailed)
+		},
+	}
+}
+
+func rootfsBuildAction(c *cli.Context) error {
+	w := c.App.Writer
+	structured := c.Bool("json") || !isTerminal(w)
+	fail := func(err error) error { return rootfsBuildFailed(c, structured, err) }
+	switch {
+	case c.NArg() > 0:
+		return fail(fmt.Errorf("build takes no arguments, got %q", c.Args().Slice()))
+	case c.String("python") == "":
+		return fail(fmt.Errorf("--python is required"))
+	case c.String("out") == "":
+		return fail(fmt.Errorf("--out is required"))
+	}
+	rep := build.NewTTYReporter(w)
+	if structured {
+		rep = build.NewJSONReporter(w)
+	}
+	// SIGINT, SIGTERM and SIGHUP cancel the build, which then removes its
+	// temporary directory instead of leaving it behind.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	_, err := build.Build(ctx, build.Options{
+		Python:      c.String("python"),
+		Lock:        c.String("lock"),
+		Out:         c.String("out"),
+		Version:     version,
+		Progress:    rep,
+		PipCacheDir: c.String("pip-cache"),
+		Pip:         c.String("pip"),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// rootfsBuildFailed reports err as one {"error":...} line in structured
+// mode (and, unless --json was asked for, on stderr too, for logs), or on
+// stderr after the unfinished progress line, and exits 1.
+func rootfsBuildFailed(c *cli.Context, structured bool, err error) error {
+	if structured {
+		if werr := json.NewEncoder(c.App.Writer).Encode(map[string]string{"error": err.Error()}); werr != nil {
+			return cli.Exit(fmt.Sprintf("nsbox: rootfs build: %v (and writing it failed: %v)", err, werr), exitRootfsFailed)
+		}
+		if c.Bool("json") {
+			return cli.Exit("", exitRootfsFailed)
+		}
+	} else {
+		fmt.Fprintln(c.App.Writer)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "nsbox: rootfs build: %v\n", err)
+	return cli.Exit("", exitRootfsFailed)
+}
+
+func rootfsVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "re-hash every file of a root and list what is missing, modified or extra",
+		ArgsUsage: "DIR",
+		Description: "Compares every path under DIR with DIR/.nsbox/manifest.json: type, mode, size, sha256 and link\n" +
+			"target, plus the metadata itself (the header's manifest digest, the lock file). Prints one line per\n" +
+			"difference (\"missing PATH\", \"modified PATH\", \"extra PATH\", paths inside the root) and a summary.\n" +
+			"--json prints one object: {\"root\":DIR,\"ok\":BOOL,\"missing\":[...],\"modified\":[...],\"extra\":[...]},\n" +
+			"with \"error\":MESSAGE when the root could not be verified at all.\n" +
+			"\n" +
+			"Exit status: 0 when the root matches its manifest, 1 on any difference or when it cannot be read.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		},
+		Action: rootfsVerifyAction,
+	}
+}
+
+// verifyResult is verify's --json object.
+type verifyResult struct {
+	Root string `json:"root"`
+	OK   bool   `json:"ok"`
+	rootfs.Report
+	Error string `json:"error,omitempty"`
+}
+
+func rootfsVerifyAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("verify takes one root directory, got %q", c.Args().Slice())
+	}
+	dir := c.Args().First()
+	rep, err := rootfs.Verify(dir)
+	res := verifyResult{Root: dir, OK: err == nil && rep.OK(), Report: rep}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	var werr error
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		werr = enc.Encode(res)
+	} else {
+		werr = res.writeText(c.App.Writer)
+	}
+	if werr != nil {
+		return fmt.Errorf("write the report: %w", werr)
+	}
+	if !res.OK {
+		return cli.Exit("", exitRootfsFailed)
+	}
+	return nil
+}
+
+func (r verifyResult) writeText(w io.Writer) error {
+	if r.Error != "" {
+		_, err := fmt.Fprintf(w, "%s: cannot verify: %s\n", r.Root, r.Error)
+		return err
+	}
+	for _, g := range []struct {
+		what  string
+		paths []string
+	}{{"missing", r.Missing}, {"modified", r.Modified}, {"extra", r.Extra}} {
+		for _, p := range g.paths {
+			fmt.Fprintf(w, "%-9s %s\n", g.what, p)
+		}
+	}
+	if r.OK {
+		_, err := fmt.Fprintf(w, "%s: matches its manifest\n", r.Root)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s: %d missing, %d modified, %d extra\n", r.Root, len(r.Missing), len(r.Modified), len(r.Extra))
+	return err
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,175 @@
+package build
+
+import (
+	"debug/elf"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nsbox/nsbox/rootfs-builder/elfdeps"
+	"github.com/nsbox/nsbox/sandbox/hostroot"
+)
+
+// copyLibraries copies the interpreter, the dynamic loader and the shared
+// libraries into the root, with the symlinks leading to them.
+//
+// The host side is planned by hostroot, as for the host-Python mode: the
+// interpreter, the stdlib's extension modules and the host libraries the
+// venv's ELF files need, each mirrored (symlink chain recreated, real file
+// copied) with the ELF closure (elfdeps, as ld.so resolves it). The venv's
+// ELF files are in the build directory already; their closure is computed
+// there, so $ORIGIN-relative libraries (numpy.libs/...) resolve inside the
+// root, and only what it finds on the host is added to the plan.
+func (b *builder) copyLibraries() error {
+	venvELFs, err := findELFs(b.inRoot("/venv"))
+	if err != nil {
+		return err
+	}
+	// stdlib/os.py brings the symlink chain of the stdlib directory as
+	// Python names it; a module under lib-dynload, that of lib-dynload.
+	hostPaths := []string{filepath.Join(b.py.Stdlib, "os.py")}
+	if p := b.dynloadProbe(); p != "" {
+		hostPaths = append(hostPaths, p)
+	}
+	hostPaths = append(hostPaths, b.modules...)
+	if len(venvELFs) > 0 {
+		libs, err := elfdeps.Closure(venvELFs)
+		if err != nil {
+			return fmt.Errorf("ELF closure of the venv (built in %s): %w", b.root, err)
+		}
+		for _, l := range libs {
+			if !within(l, b.root) {
+				hostPaths = append(hostPaths, l)
+			}
+		}
+	}
+	plan, err := hostroot.New(b.o.Python, hostPaths)
+	if err != nil {
+		return err
+	}
+	for _, l := range plan.Symlinks {
+		if err := b.symlink(l.Target, l.Path); err != nil {
+			return err
+		}
+	}
+	for _, bind := range plan.Binds {
+		if err := b.copyBind(bind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dynloadProbe returns the path, as Python names it, of a module copied
+// from lib-dynload, or "" if there is none.
+func (b *builder) dynloadProbe() string {
+	if b.py.Dynload == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(b.py.Dynload)
+	if err != nil {
+		return ""
+	}
+	for _, m := range b.modules {
+		if filepath.Dir(m) == real {
+			return filepath.Join(b.py.Dynload, filepath.Base(m))
+		}
+	}
+	return ""
+}
+
+// symlink creates the symlink p -> target in the root, with its parent
+// directories; an identical existing link is fine.
+func (b *builder) symlink(target, p string) error {
+	dst := b.inRoot(p)
+	if old, err := os.Readlink(dst); err == nil {
+		if old != target {
+			return fmt.Errorf("symlink %s: exists with target %q, want %q", p, old, target)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("symlink %s: %w", p, err)
+	}
+	if err := os.Symlink(target, dst); err != nil {
+		return fmt.Errorf("symlink %s: %w", p, err)
+	}
+	return nil
+}
+
+// copyBind copies one file of the plan into the root. Files under the
+// copied stdlib trees are there already (or deliberately left out).
+func (b *builder) copyBind(bind hostroot.Bind) error {
+	for _, t := range b.trees {
+		if within(bind.Source, t) {
+			return nil
+		}
+	}
+	if bind.Dir {
+		return fmt.Errorf("bug: the root plan binds the directory %s", bind.Source)
+	}
+	dst := b.inRoot(bind.Dest)
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("copy %s: %w", bind.Source, err)
+	}
+	return copyFile(bind.Source, dst)
+}
+
+// findELFs returns every loadable ELF file (a shared object or an
+// executable) under dir, whatever its name: extension modules, bundled
+// libraries, and programs a wheel may ship.
+func findELFs(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("find ELF files: %w", err)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if ok, err := isELF(p); !ok || err != nil {
+			return err
+		}
+		f, err := elf.Open(p)
+		if err != nil {
+			return fmt.Errorf("find ELF files: %w", err)
+		}
+		defer f.Close()
+		if f.Type == elf.ET_DYN || f.Type == elf.ET_EXEC {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// interpreterLibs returns the dynamic loader the interpreter names
+// (PT_INTERP; "" if it is statically linked) and the libraries it loads,
+// as paths inside the root.
+func (b *builder) interpreterLibs() (loader string, libs []string, err error) {
+	f, err := elf.Open(b.o.Python)
+	if err != nil {
+		return "", nil, fmt.Errorf("read interpreter: %w", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		buf := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(buf, 0); err != nil {
+			return "", nil, fmt.Errorf("read PT_INTERP of %s: %w", b.o.Python, err)
+		}
+		loader = strings.TrimRight(string(buf), "\x00")
+	}
+	libs, err = elfdeps.Closure([]string{b.o.Python})
+	if err != nil {
+		return "", nil, err
+	}
+	return loader, libs, nil
+}
