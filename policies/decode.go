@@ -17,7 +17,7 @@ import (
 var (
 	topKeys     = []string{"description", "python", "limits", "filesystem", "sandbox", "env"}
 	sectionKeys = map[string][]string{
-		"python":     {"interpreter", "host_paths"},
+		"python":     {"root", "verify"},
 		"limits":     {"timeout", "output_limit", "memory", "pids", "cpus", "cpu_time", "open_files", "file_size", "stack"},
 		"filesystem": {"tmp_size", "shm_size"},
 		"sandbox":    {"require", "seccomp", "landlock"},
@@ -27,8 +27,8 @@ var (
 	// allowed is the "(allowed: ...)" text for each leaf key.
 	allowed = map[string]string{
 		"description":         "any string",
-		"python.interpreter":  `an absolute, clean host path such as "/usr/bin/python3.11"`,
-		"python.host_paths":   `an array of absolute, clean host paths such as ["/usr/lib/python3.11"]`,
+		"python.root":         `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`,
+		"python.verify":       `"quick" (the manifest and critical files, every run) or "full" (re-hash every file first)`,
 		"limits.timeout":      timeoutRange.String(),
 		"limits.output_limit": outputRange.String(),
 		"limits.memory":       memoryRange.String(),
@@ -46,8 +46,8 @@ var (
 	}
 	// example is a line to paste when a required key is missing.
 	example = map[string]string{
-		"python.interpreter":  `interpreter = "/usr/bin/python3.11"`,
-		"python.host_paths":   `host_paths = ["/usr/lib/python3.11"]`,
+		"python.root":         `root = "base"`,
+		"python.verify":       `verify = "quick"`,
 		"limits.timeout":      `timeout = "30s"`,
 		"limits.output_limit": `output_limit = "1MiB"`,
 		"limits.memory":       `memory = "512MiB"`,
@@ -164,10 +164,10 @@ func (d *decoder) fill(p *Policy) error {
 	var err error
 	py, lim, fs, sb := d.tree["python"].(map[string]any), d.tree["limits"].(map[string]any),
 		d.tree["filesystem"].(map[string]any), d.tree["sandbox"].(map[string]any)
-	if p.Python.Interpreter, err = d.str("python.interpreter", py["interpreter"]); err != nil {
+	if p.Python.Root, err = d.str("python.root", py["root"]); err != nil {
 		return err
 	}
-	if p.Python.HostPaths, err = d.strs("python.host_paths", py["host_paths"]); err != nil {
+	if p.Python.Verify, err = d.str("python.verify", py["verify"]); err != nil {
 		return err
 	}
 	if p.Limits.Timeout, err = d.duration("limits.timeout", lim["timeout"]); err != nil {

@@ -9,8 +9,8 @@
 //	description = "Tight limits for untrusted agent code."  # optional
 //
 //	[python]
-//	interpreter = "/usr/bin/python3.11"     # absolute, clean host path
-//	host_paths  = ["/usr/lib/python3.11"]   # bound read-only into the root
+//	root   = "base"          # built-in root (base, datasci) or absolute path of a built root
+//	verify = "quick"         # "quick" or "full" check against the root's manifest
 //
 //	[limits]
 //	timeout      = "10s"     # wall clock; 100ms..24h

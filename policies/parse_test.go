@@ -8,15 +8,15 @@ import (
 )
 
 // base is a valid policy; the tests below edit one line of it. Line numbers:
-// 3 [python], 4 interpreter, 5 host_paths, 7 [limits], 8 timeout,
+// 3 [python], 4 root, 5 verify, 7 [limits], 8 timeout,
 // 9 output_limit, 10 memory, 11 pids, 12 cpus, 13 cpu_time, 14 open_files,
 // 15 file_size, 16 stack, 18 [filesystem], 19 tmp_size, 20 shm_size,
 // 22 [sandbox], 23 require, 24 seccomp, 25 landlock.
 const base = `description = "test"
 
 [python]
-interpreter = "/usr/bin/python3.11"
-host_paths = ["/usr/lib/python3.11"]
+root = "base"
+verify = "quick"
 
 [limits]
 timeout = "10s"
@@ -58,17 +58,21 @@ func TestParseValid(t *testing.T) {
 		{"fractional duration", edit(`"10s"`, `"1.5s"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 1500*time.Millisecond }},
 		{"bounds inclusive", edit(`"10s"`, `"24h"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 24*time.Hour }},
 		{"env", base + "[env]\nTZ = \"UTC\"\n_x1 = \"\"\n", func(p *Policy) bool { return p.Env["TZ"] == "UTC" && len(p.Env) == 2 }},
-		{"dotted keys", "python.interpreter = \"/p\"\npython.host_paths = []\nlimits = { timeout = \"1s\", output_limit = 2048, " +
+		{"dotted keys", "python.root = \"/p\"\npython.verify = \"full\"\nlimits = { timeout = \"1s\", output_limit = 2048, " +
 			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\" }\n" +
 			"sandbox = { require = [], seccomp = \"none\", landlock = false }\n" +
 			"[filesystem]\ntmp_size = \"1MiB\"\nshm_size = \"1MiB\"\n",
-			func(p *Policy) bool { return p.Python.Interpreter == "/p" && p.Limits.OutputLimit == 2*kib }},
+			func(p *Policy) bool {
+				return p.Python.Root == "/p" && p.Python.Verify == VerifyFull && p.Limits.OutputLimit == 2*kib
+			}},
 		{"integer cpus", edit("cpus = 1.0", "cpus = 2"), func(p *Policy) bool { return p.Limits.CPUs == 2 && p.Limits.Threads() == 2 }},
 		{"fractional cpus round up threads", edit("cpus = 1.0", "cpus = 0.5"), func(p *Policy) bool { return p.Limits.Threads() == 1 }},
 		{"seccomp path", edit(`seccomp = "strict"`, `seccomp = "/etc/nsbox/my.json"`), func(p *Policy) bool { return p.Sandbox.Seccomp == "/etc/nsbox/my.json" }},
 		{"nothing required", edit(`["namespaces", "cgroups", "seccomp"]`, "[]"), func(p *Policy) bool { return len(p.Sandbox.Require) == 0 && !p.Requires("cgroups") }},
-		{"multi-line array", edit(`["/usr/lib/python3.11"]`, "[\n  \"/a\", # stdlib\n  \"/b\",\n]"),
-			func(p *Policy) bool { return len(p.Python.HostPaths) == 2 }},
+		{"multi-line array", edit(`["namespaces", "cgroups", "seccomp"]`, "[\n  \"namespaces\", # always\n  \"cgroups\",\n]"),
+			func(p *Policy) bool { return len(p.Sandbox.Require) == 2 }},
+		{"root path", edit(`root = "base"`, `root = "/var/lib/nsbox/roots/mine"`), func(p *Policy) bool { return p.Python.Root == "/var/lib/nsbox/roots/mine" }},
+		{"datasci root", edit(`root = "base"`, `root = "datasci"`), func(p *Policy) bool { return p.Python.Root == "datasci" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing timeout", edit(`timeout = "10s"`, ""), 7, "limits.timeout",
 			[]string{"missing required key", `timeout = "30s"`, "allowed: 100ms..24h"}},
 		{"missing table", edit("[filesystem]\ntmp_size = \"16MiB\"\nshm_size = \"8MiB\"\n", ""), 0, "filesystem.tmp_size", []string{"missing required key"}},
-		{"empty document", "", 0, "python.interpreter", []string{"missing required key"}},
+		{"empty document", "", 0, "python.root", []string{"missing required key"}},
 
 		// Types and syntax.
 		{"syntax", edit(`timeout = "10s"`, `timeout = "10s`), 8, "", []string{"invalid TOML at column"}},
@@ -119,7 +123,7 @@ func TestParseErrors(t *testing.T) {
 		{"env as value", "env = \"X=1\"\n" + base, 1, "env", []string{"must be a table, not a string", "[env] table"}},
 		{"duration not string", edit(`"10s"`, "10"), 8, "limits.timeout", []string{"must be a duration string", "not an integer", "allowed: 100ms..24h"}},
 		{"description table", edit(`description = "test"`, "description.x = 1"), 1, "description", []string{"must be a string, not a table"}},
-		{"host_paths element", edit(`["/usr/lib/python3.11"]`, `["/a", 5]`), 5, "python.host_paths", []string{"element 2 must be a string"}},
+		{"require element", edit(`["namespaces", "cgroups", "seccomp"]`, `["namespaces", 5]`), 23, "sandbox.require", []string{"element 2 must be a string"}},
 		{"size float", edit(`"64KiB"`, "1.5"), 9, "limits.output_limit", []string{"not a float"}},
 
 		// Values.
@@ -131,12 +135,14 @@ func TestParseErrors(t *testing.T) {
 		{"size too small", edit("shm_size = \"8MiB\"", "shm_size = 4096"), 20, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
 		{"output too small", edit(`"64KiB"`, `"512B"`), 9, "limits.output_limit", []string{"512B is below the minimum 1KiB"}},
 		{"negative size", edit(`"64KiB"`, "-1"), 9, "limits.output_limit", []string{"below the minimum"}},
-		{"relative interpreter", edit(`"/usr/bin/python3.11"`, `"python3"`), 4, "python.interpreter",
-			[]string{`"python3" is not an absolute path`, "allowed: an absolute, clean host path"}},
-		{"unclean interpreter", edit(`"/usr/bin/python3.11"`, `"/usr/bin/../bin/python3"`), 4, "python.interpreter", []string{`write "/usr/bin/python3"`}},
-		{"NUL in interpreter", edit(`"/usr/bin/python3.11"`, `"/usr/bin/py\u0000"`), 4, "python.interpreter", []string{"NUL"}},
-		{"relative host path", edit(`["/usr/lib/python3.11"]`, `["/a", "lib"]`), 5, "python.host_paths", []string{"element 2", "not an absolute path"}},
-		{"root host path", edit(`["/usr/lib/python3.11"]`, `["/"]`), 5, "python.host_paths", []string{"whole host filesystem"}},
+		{"relative root", edit(`root = "base"`, `root = "roots/base"`), 4, "python.root",
+			[]string{`"roots/base" is not a built-in root or an absolute path`, "base, datasci"}},
+		{"unknown root name", edit(`root = "base"`, `root = "full"`), 4, "python.root", []string{`"full" is not a built-in root`}},
+		{"unclean root", edit(`root = "base"`, `root = "/srv/../roots/x"`), 4, "python.root", []string{`write "/roots/x"`}},
+		{"NUL in root", edit(`root = "base"`, `root = "/r\u0000"`), 4, "python.root", []string{"NUL"}},
+		{"host root", edit(`root = "base"`, `root = "/"`), 4, "python.root", []string{"host's own root"}},
+		{"root not string", edit(`root = "base"`, `root = ["base"]`), 4, "python.root", []string{"must be a string, not an array"}},
+		{"bad verify", edit(`verify = "quick"`, `verify = "fast"`), 5, "python.verify", []string{`"fast" is not a verification level`, `"quick"`, `"full"`}},
 		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 28, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
 		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 27, "env.PATH", []string{"nsbox sets it itself"}},
 		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 27, `env.1X`, []string{"not a valid variable name"}},

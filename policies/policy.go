@@ -24,11 +24,22 @@ type Policy struct {
 	Env         map[string]string `toml:"env"` // never nil after parsing
 }
 
-// Python says which host interpreter runs and what of the host it needs.
+// Python says which root filesystem, with its interpreter and vetted
+// packages, the program runs in, and how hard it is checked first.
 type Python struct {
-	Interpreter string   `toml:"interpreter"` // absolute host path of the interpreter, e.g. /usr/bin/python3.11
-	HostPaths   []string `toml:"host_paths"`  // absolute host paths bound read-only into the root (the stdlib dir), e.g. ["/usr/lib/python3.11"]
+	Root   string `toml:"root"`   // a built-in root name (BuiltinRoots) or the absolute path of a root built by "nsbox rootfs build"
+	Verify string `toml:"verify"` // VerifyQuick or VerifyFull
 }
+
+// BuiltinRoots are the root names a policy may give instead of a path;
+// they live in the roots directory (sandbox/roots).
+var BuiltinRoots = []string{"base", "datasci"}
+
+// Root verification levels.
+const (
+	VerifyQuick = "quick" // every run: the manifest's hash and the critical files (interpreter, loader, libc) by size and mode
+	VerifyFull  = "full"  // every run: re-hash every file of the root against its manifest first
+)
 
 // Limits bound one run.
 type Limits struct {
@@ -95,10 +106,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-//go:embed default.toml permissive.toml strict.toml
+//go:embed datasci.toml default.toml permissive.toml strict.toml
 var builtinFS embed.FS
 
-var builtinNames = []string{"default", "permissive", "strict"}
+var builtinNames = []string{"datasci", "default", "permissive", "strict"}
 
 // maxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
 // fails fast instead of exhausting memory.

@@ -13,26 +13,30 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
-	py := Python{Interpreter: "/usr/bin/python3.11", HostPaths: []string{"/usr/lib/python3.11"}}
 	// The limits issue 3 fixes: memory with swap off (strict 256 MiB,
 	// default 512 MiB), pids (strict 32, default 64), one CPU.
 	strictLimits := Limits{Timeout: Duration{10 * time.Second}, OutputLimit: 64 * kib, Memory: 256 * mib, Pids: 32, CPUs: 1,
 		CPUTime: Duration{10 * time.Second}, OpenFiles: 256, FileSize: 16 * mib, Stack: 8 * mib}
 	defaultLimits := Limits{Timeout: Duration{30 * time.Second}, OutputLimit: mib, Memory: 512 * mib, Pids: 64, CPUs: 1,
 		CPUTime: Duration{30 * time.Second}, OpenFiles: 1024, FileSize: 64 * mib, Stack: 8 * mib}
+	datasciLimits := Limits{Timeout: Duration{60 * time.Second}, OutputLimit: mib, Memory: gib, Pids: 64, CPUs: 1,
+		CPUTime: Duration{60 * time.Second}, OpenFiles: 1024, FileSize: 256 * mib, Stack: 8 * mib}
 	all := []string{"namespaces", "cgroups", "seccomp"}
 	tests := []struct {
 		name                  string
+		root                  string
 		limits                Limits
 		tmp, shm              Size
 		sandbox               Sandbox
+		env                   map[string]string
 		descriptionMentioning string
 	}{
-		{"default", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true}, "limits"},
-		{"permissive", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true}, "isolation"},
-		{"strict", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true}, "untrusted agent code"},
+		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true}, map[string]string{"MPLBACKEND": "Agg"}, "pandas"},
+		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true}, map[string]string{}, "limits"},
+		{"permissive", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true}, map[string]string{}, "isolation"},
+		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true}, map[string]string{}, "untrusted agent code"},
 	}
-	if got, want := BuiltinNames(), []string{"default", "permissive", "strict"}; !slices.Equal(got, want) {
+	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %v, want %v", got, want)
 	}
 	for _, tt := range tests {
@@ -44,11 +48,11 @@ func TestBuiltins(t *testing.T) {
 			want := &Policy{
 				Name:        tt.name,
 				Description: p.Description,
-				Python:      py,
+				Python:      Python{Root: tt.root, Verify: VerifyQuick},
 				Limits:      tt.limits,
 				Filesystem:  Filesystem{TmpSize: tt.tmp, ShmSize: tt.shm},
 				Sandbox:     tt.sandbox,
-				Env:         map[string]string{},
+				Env:         tt.env,
 			}
 			if !reflect.DeepEqual(p, want) {
 				t.Errorf("Builtin(%q) =\n%+v\nwant\n%+v", tt.name, p, want)
@@ -93,7 +97,7 @@ func TestBuiltinFilesDocumentEveryKey(t *testing.T) {
 
 func TestBuiltinUnknown(t *testing.T) {
 	_, err := Builtin("lax")
-	if err == nil || !strings.Contains(err.Error(), "default, permissive, strict") {
+	if err == nil || !strings.Contains(err.Error(), "datasci, default, permissive, strict") {
 		t.Fatalf("Builtin(lax) error = %v, want one listing the built-ins", err)
 	}
 }
@@ -121,7 +125,7 @@ func TestResolve(t *testing.T) {
 		{arg: filepath.Join(dir, "mine.toml"), wantName: filepath.Join(dir, "mine.toml"), timeout: 3 * time.Second},
 		{arg: "mine.toml", wantName: "mine.toml", timeout: 3 * time.Second},
 		{arg: "mine", errHas: `unknown policy "mine"`},
-		{arg: "lax", errHas: "built-ins: default, permissive, strict"},
+		{arg: "lax", errHas: "built-ins: datasci, default, permissive, strict"},
 		{arg: "", errHas: "unknown policy"},
 		{arg: "./missing.toml", errHas: "read policy ./missing.toml: no such file or directory"},
 	}

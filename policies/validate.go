@@ -58,16 +58,19 @@ func (p *Policy) validate(file string, line func(string) int) error {
 	at := func(key, format string, args ...any) error {
 		return &Error{File: file, Line: line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
-	if msg := hostPathProblem(p.Python.Interpreter); msg != "" {
-		return at("python.interpreter", "%s (allowed: %s)", msg, allowed["python.interpreter"])
+	if r := p.Python.Root; !slices.Contains(BuiltinRoots, r) {
+		if !strings.HasPrefix(r, "/") {
+			return at("python.root", "%q is not a built-in root or an absolute path (allowed: %s)", r, allowed["python.root"])
+		}
+		if msg := hostPathProblem(r); msg != "" {
+			return at("python.root", "%s (allowed: %s)", msg, allowed["python.root"])
+		}
+		if r == "/" {
+			return at("python.root", `"/" is the host's own root, not a built root (allowed: %s)`, allowed["python.root"])
+		}
 	}
-	for i, hp := range p.Python.HostPaths {
-		if msg := hostPathProblem(hp); msg != "" {
-			return at("python.host_paths", "element %d: %s (allowed: %s)", i+1, msg, allowed["python.host_paths"])
-		}
-		if hp == "/" {
-			return at("python.host_paths", `element %d: "/" would expose the whole host filesystem (allowed: %s)`, i+1, allowed["python.host_paths"])
-		}
+	if v := p.Python.Verify; v != VerifyQuick && v != VerifyFull {
+		return at("python.verify", "%q is not a verification level (allowed: %s)", v, allowed["python.verify"])
 	}
 	if msg := timeoutRange.problem(p.Limits.Timeout.Duration); msg != "" {
 		return at("limits.timeout", "%s", msg)

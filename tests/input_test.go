@@ -21,11 +21,11 @@ func TestBadInput(t *testing.T) {
 		}
 		return p
 	}
-	policy := func(name, python, extra string) string {
+	policy := func(name, root, extra string) string {
 		return write(name, `
 [python]
-interpreter = "`+python+`"
-host_paths = ["/usr/lib/python3.11"]
+root = "`+root+`"
+verify = "quick"
 [limits]
 timeout = "10s"
 output_limit = "64KiB"
@@ -47,9 +47,10 @@ landlock = true
 `)
 	}
 	empty := write("empty.py", "")
-	typo := policy("typo.toml", "/usr/bin/python3.11", "timout = \"5s\"")
-	missingPy := policy("nopy.toml", "/usr/bin/python9.99", "")
-	relativePy := policy("relpy.toml", "python3", "")
+	typo := policy("typo.toml", "base", "timout = \"5s\"")
+	missingRoot := policy("noroot.toml", filepath.Join(dir, "no-such-root"), "")
+	relativeRoot := policy("relroot.toml", "roots/base", "")
+	notRoot := policy("notroot.toml", dir, "") // a directory without a manifest
 	roWS := filepath.Join(dir, "readonly-ws")
 	os.Mkdir(roWS, 0o755)
 
@@ -68,8 +69,9 @@ landlock = true
 		{"no program", nil, result.StatusSandboxError, 125, "input", "no program", true},
 		{"policy typo", []string{"--policy", typo, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "timout", true},
 		{"unknown policy", []string{"--policy", "strcit", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "strcit", true},
-		{"interpreter missing", []string{"--policy", missingPy, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", "python9.99", true},
-		{"interpreter relative", []string{"--policy", relativePy, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "python3", true},
+		{"root missing", []string{"--policy", missingRoot, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", "no-such-root", true},
+		{"root relative", []string{"--policy", relativeRoot, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "roots/base", true},
+		{"not a root", []string{"--policy", notRoot, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", dir, true},
 		{"unwritable workspace", []string{"--workspace", roWS, "-c", "pass"}, result.StatusSandboxError, 125, "workspace", roWS, true},
 		{"missing workspace", []string{"--workspace", filepath.Join(dir, "nows"), "-c", "pass"}, result.StatusSandboxError, 125, "workspace", "nows", true},
 		{"timeout widened", []string{"--policy", "strict", "--timeout", "1h", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "1h", true},

@@ -139,6 +139,8 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		Code:      code,
 		Workspace: c.String("workspace"),
 		StateDir:  supervisor.StateDir(),
+		Version:   version,
+		Log:       os.Stderr, // "building the base root" on first use; stdout stays the result's
 	}
 	if !jsonOut {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr

@@ -65,17 +65,14 @@ func run(syncFD int) error {
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return spec.StepError("make / private", err)
 	}
-	// The new root is an empty tmpfs: only what is mounted into it exists.
-	if err := mountTmpfs("/", 1<<20, 0o755, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-		return spec.StepError("mount root tmpfs", err)
+	// The new root is the prebuilt root filesystem, attached read-only
+	// (nosuid, nodev) from the detached mount the supervisor prepared: the
+	// interpreter, its libraries and vetted packages, and nothing else of
+	// the host. It already holds /etc and the empty mount points below.
+	if err := attachRoot(s.RootFD); err != nil {
+		return spec.StepError("attach root", err)
 	}
-	for _, l := range s.Symlinks {
-		if err := makeSymlink(l); err != nil {
-			return spec.StepError("symlink "+l.Path, err)
-		}
-	}
-	// Read-only binds of exactly what the interpreter needs, and the
-	// read-write /workspace, all nosuid and nodev.
+	// The read-write /workspace: nosuid, nodev, noexec.
 	for _, b := range s.Binds {
 		if err := attachBind(b.FD, b.Dest, b.Dir, b.Writable); err != nil {
 			return spec.StepError("bind "+b.Dest, err)
@@ -92,28 +89,15 @@ func run(syncFD int) error {
 	if err := setupProc(); err != nil {
 		return spec.StepError("mount /proc", err)
 	}
-	// Just enough of /etc for getpwuid(), localhost and glibc's lookups;
-	// no host file is copied.
-	for _, f := range [][2]string{
-		{"/etc/passwd", s.Passwd},
-		{"/etc/group", s.Group},
-		{"/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n"},
-		{"/etc/hostname", s.Hostname + "\n"},
-		{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
-	} {
-		if err := writeFile(f[0], f[1]); err != nil {
-			return spec.StepError("write "+f[0], err)
-		}
-	}
-
 	// Switch to the new root and detach the old one: from here no host
 	// path is reachable by name.
 	if err := pivotRoot(); err != nil {
 		return spec.StepError("pivot_root", err)
 	}
-	// Everything but /workspace, /tmp and /dev/shm is read-only from here.
-	if err := remountRootReadOnly(); err != nil {
-		return spec.StepError("remount / read-only", err)
+	// Everything but /workspace, /tmp and /dev/shm is read-only: prove it
+	// of the root rather than trust the supervisor's mount flags.
+	if err := checkRootReadOnly(); err != nil {
+		return spec.StepError("check / read-only", err)
 	}
 	// Own hostname (UTS namespace) and a working loopback (network
 	// namespace without any other interface: no network).

@@ -8,13 +8,12 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
-// newRoot is where the new root is assembled. Like bubblewrap, the init
-// mounts a fresh tmpfs over /tmp in its own (private) mount namespace; the
-// host's /tmp is not touched and is gone after pivot_root.
+// newRoot is where the new root is assembled: the root filesystem is
+// attached over /tmp in the init's own (private) mount namespace, as
+// bubblewrap does with its tmpfs; the host's /tmp is not touched and is
+// gone after pivot_root.
 const newRoot = "/tmp"
 
 // procFD names a descriptor through /proc, so mount(2) follows the magic
@@ -90,32 +89,13 @@ func attachBind(fd int, dest string, dir, writable bool) error {
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return &os.PathError{Op: "move_mount fd " + strconv.Itoa(fd), Path: target, Err: err}
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(target, &st); err != nil {
-		return &os.PathError{Op: "statfs", Path: target, Err: err}
-	}
 	want := int64(unix.ST_NOSUID | unix.ST_NODEV)
 	if writable {
 		want |= unix.ST_NOEXEC
 	} else {
 		want |= unix.ST_RDONLY
 	}
-	if st.Flags&want != want {
-		return fmt.Errorf("bind %s has mount flags %#x, want %#x set", dest, st.Flags, want)
-	}
-	return nil
-}
-
-// makeSymlink creates the link (and its parent directories) in the new root.
-func makeSymlink(l spec.Symlink) error {
-	p := in(l.Path)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("mkdir %s: %w", filepath.Dir(l.Path), err)
-	}
-	if err := os.Symlink(l.Target, p); err != nil {
-		return fmt.Errorf("symlink %s -> %s: %w", l.Path, l.Target, err)
-	}
-	return nil
+	return checkFlags(target, want)
 }
 
 // mountTmpfs mounts a tmpfs of the given size and mode at dest (inside).
@@ -136,15 +116,4 @@ func inodesFor(size int64) int64 {
 		n = 1024
 	}
 	return n
-}
-
-// writeFile creates a file in the new root (before it becomes read-only).
-func writeFile(p, content string) error {
-	if err := os.MkdirAll(filepath.Dir(in(p)), 0o755); err != nil {
-		return fmt.Errorf("mkdir %s: %w", filepath.Dir(p), err)
-	}
-	if err := os.WriteFile(in(p), []byte(content), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package initproc
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,12 +41,29 @@ func pivotRoot() error {
 	return nil
 }
 
-// remountRootReadOnly turns the root tmpfs read-only now that every mount
-// point, symlink and /etc file is in place.
-func remountRootReadOnly() error {
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	if err := unix.Mount("", "/", "", flags, ""); err != nil {
-		return &os.PathError{Op: "remount read-only", Path: "/", Err: err}
+// attachRoot attaches the root filesystem's detached mount (read-only,
+// nosuid, nodev: set by the supervisor before anyone could see it) at
+// newRoot, and checks those flags.
+func attachRoot(fd int) error {
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "move_mount fd " + strconv.Itoa(fd), Path: newRoot, Err: err}
+	}
+	return checkFlags(newRoot, unix.ST_RDONLY|unix.ST_NOSUID|unix.ST_NODEV)
+}
+
+// checkRootReadOnly verifies, after pivot_root, that "/" is read-only.
+func checkRootReadOnly() error {
+	return checkFlags("/", unix.ST_RDONLY|unix.ST_NOSUID|unix.ST_NODEV)
+}
+
+// checkFlags fails unless the mount at p has every flag in want.
+func checkFlags(p string, want int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return &os.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	if st.Flags&want != want {
+		return fmt.Errorf("mount at %s has flags %#x, want %#x set", p, st.Flags, want)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ import (
 )
 
 // Version is bumped whenever Spec changes incompatibly.
-const Version = 1
+const Version = 2
 
 // Inside-the-sandbox identities. The init runs as RootID until it drops to
 // SandboxID right before exec; both map to unprivileged host ids (see
@@ -56,29 +56,22 @@ type Bind struct {
 	Writable bool   `json:"writable"`
 }
 
-// Symlink is created in the new root before the binds.
-type Symlink struct {
-	Path   string `json:"path"`
-	Target string `json:"target"`
-}
-
 // Spec is everything the init needs to build the sandbox and start the
 // program.
 type Spec struct {
-	Version  int       `json:"version"`
-	RunID    string    `json:"run_id"`
-	Symlinks []Symlink `json:"symlinks"`
-	Binds    []Bind    `json:"binds"` // read-only ones and /workspace (Writable)
-	TmpSize  int64     `json:"tmp_size"`
-	ShmSize  int64     `json:"shm_size"`
-	Hostname string    `json:"hostname"`
-	Argv     []string  `json:"argv"` // Argv[0] is the absolute path executed inside the root
-	Env      []string  `json:"env"`
-	Cwd      string    `json:"cwd"`
-	// Passwd and Group are the full text of /etc/passwd and /etc/group in
-	// the new root, so getpwuid() and friends work without host files.
-	Passwd string `json:"passwd"`
-	Group  string `json:"group"`
+	Version int    `json:"version"`
+	RunID   string `json:"run_id"`
+	// RootFD is the detached, read-only mount of the root filesystem
+	// (built by nsbox rootfs build): it becomes "/". The init attaches it
+	// like a bind.
+	RootFD   int      `json:"root_fd"`
+	Binds    []Bind   `json:"binds"` // mounted into the root: /workspace
+	TmpSize  int64    `json:"tmp_size"`
+	ShmSize  int64    `json:"shm_size"`
+	Hostname string   `json:"hostname"`
+	Argv     []string `json:"argv"` // Argv[0] is the absolute path executed inside the root
+	Env      []string `json:"env"`
+	Cwd      string   `json:"cwd"`
 	// Rlimits are lowered (never raised) right before execve.
 	Rlimits []Rlimit `json:"rlimits"`
 	// Landlock asks for a Landlock ruleset: read-only everywhere except
@@ -133,13 +126,8 @@ func (s *Spec) Validate() error {
 	if s.Version != Version {
 		return fmt.Errorf("spec version %d, want %d (supervisor and init from different builds?)", s.Version, Version)
 	}
-	for _, l := range s.Symlinks {
-		if err := insidePath("symlink", l.Path); err != nil {
-			return err
-		}
-		if l.Target == "" || strings.ContainsRune(l.Target, 0) {
-			return fmt.Errorf("spec: symlink %s: bad target %q", l.Path, l.Target)
-		}
+	if s.RootFD < 3 {
+		return fmt.Errorf("spec: root fd %d is not an inherited descriptor", s.RootFD)
 	}
 	for _, b := range s.Binds {
 		if b.FD < 3 {

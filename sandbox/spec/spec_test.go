@@ -11,8 +11,8 @@ func validSpec() *Spec {
 	return &Spec{
 		Version:  Version,
 		RunID:    "abc",
-		Symlinks: []Symlink{{Path: "/lib64", Target: "usr/lib64"}},
-		Binds:    []Bind{{FD: 4, Dest: "/usr/bin/python3.11"}, {FD: 5, Dest: "/workspace", Dir: true, Writable: true}},
+		RootFD:   4,
+		Binds:    []Bind{{FD: 5, Dest: "/workspace", Dir: true, Writable: true}},
 		TmpSize:  1 << 20,
 		ShmSize:  1 << 20,
 		Hostname: "nsbox",
@@ -34,7 +34,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Binds[1].Dest != "/workspace" || !s.Binds[1].Writable || s.Symlinks[0].Target != "usr/lib64" ||
+	if s.Binds[0].Dest != "/workspace" || !s.Binds[0].Writable || s.RootFD != 4 ||
 		len(s.Rlimits) != 2 || s.Rlimits[1].Cur != 256 || !s.Landlock || len(s.Seccomp) != 8 || s.Seccomp[7] != 0x7f {
 		t.Errorf("round trip lost data: %+v", s)
 	}
@@ -46,7 +46,7 @@ func TestValidateRejects(t *testing.T) {
 		"relative bind":  func(s *Spec) { s.Binds[0].Dest = "usr/bin" },
 		"dotdot bind":    func(s *Spec) { s.Binds[0].Dest = "/usr/../etc" },
 		"stdio fd":       func(s *Spec) { s.Binds[0].FD = 1 },
-		"empty target":   func(s *Spec) { s.Symlinks[0].Target = "" },
+		"stdio root fd":  func(s *Spec) { s.RootFD = 2 },
 		"no argv":        func(s *Spec) { s.Argv = nil },
 		"relative argv0": func(s *Spec) { s.Argv[0] = "python3" },
 		"NUL in env":     func(s *Spec) { s.Env = []string{"A=b\x00c"} },

@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	"github.com/nsbox/nsbox/policies"
-	"github.com/nsbox/nsbox/sandbox/hostroot"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -49,29 +48,21 @@ func programEnv(p *policies.Policy) []string {
 // the cwd (/workspace) out of it too, so a module a run leaves in a reused
 // workspace cannot shadow the standard library in the next; "-" reads the
 // program from stdin (which is then at EOF for the program itself).
-func programArgv(plan *hostroot.Plan) []string {
-	return []string{plan.Interpreter, "-s", "-P", "-"}
+func programArgv(interpreter string) []string {
+	return []string{interpreter, "-s", "-P", "-"}
 }
 
-func newSpec(p *policies.Policy, id string, plan *hostroot.Plan, binds []spec.Bind) *spec.Spec {
-	links := make([]spec.Symlink, 0, len(plan.Symlinks))
-	for _, l := range plan.Symlinks {
-		links = append(links, spec.Symlink{Path: l.Path, Target: l.Target})
-	}
+func newSpec(p *policies.Policy, id, interpreter string, binds []spec.Bind) *spec.Spec {
 	return &spec.Spec{
 		Version:  spec.Version,
 		RunID:    id,
-		Symlinks: links,
+		RootFD:   rootFD,
 		Binds:    binds,
 		TmpSize:  int64(p.Filesystem.TmpSize),
 		ShmSize:  int64(p.Filesystem.ShmSize),
 		Hostname: Hostname,
-		Argv:     programArgv(plan),
+		Argv:     programArgv(interpreter),
 		Env:      programEnv(p),
 		Cwd:      "/workspace",
-		Passwd: fmt.Sprintf("root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"+
-			"sandbox:x:%d:%d:nsbox sandbox:/workspace:/usr/sbin/nologin\n"+
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", spec.SandboxID, spec.SandboxID),
-		Group: fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", spec.SandboxID),
 	}
 }

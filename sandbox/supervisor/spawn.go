@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/cgroup"
-	"github.com/nsbox/nsbox/sandbox/hostroot"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -45,36 +44,30 @@ type launch struct {
 	stderr *os.File
 }
 
-// openBinds prepares every bind mount as a detached mount (open_tree with
-// OPEN_TREE_CLONE), already read-only (except /workspace), nosuid and
-// nodev, and fills in the spec's binds with the descriptor numbers they
-// will have in the init (starting at 4). The init only attaches them with
-// move_mount: it never resolves a host path itself, needs no search
-// permission on the way (a workspace under /root works), and cannot get
-// a writable copy of a read-only source. Needs Linux 5.12
-// (mount_setattr).
-func openBinds(plan *hostroot.Plan, workspace string) (files []*os.File, binds []spec.Bind, err error) {
-	add := func(src, dest string, dir, writable bool) error {
-		f, err := detachedBind(src, writable)
-		if err != nil {
-			return err
-		}
-		files = append(files, f)
-		binds = append(binds, spec.Bind{FD: syncFD + len(files), Dest: dest, Dir: dir, Writable: writable})
-		return nil
-	}
-	for _, b := range plan.Binds {
-		if err := add(b.Source, b.Dest, b.Dir, false); err != nil {
-			closeAll(files)
-			return nil, nil, err
-		}
-	}
-	if err := add(workspace, "/workspace", true, true); err != nil {
-		closeAll(files)
+// openBinds prepares the root filesystem and /workspace as detached mounts
+// (open_tree with OPEN_TREE_CLONE): the root read-only, /workspace
+// writable but noexec, both nosuid and nodev. It returns the files in
+// descriptor order (the root is fd 4 in the init, the workspace 5) and
+// the spec's binds. The init only attaches them with move_mount: it never
+// resolves a host path itself, needs no search permission on the way (a
+// workspace under /root works), and cannot get a writable copy of the
+// read-only root. Needs Linux 5.12 (mount_setattr).
+func openBinds(rootDir, workspace string) (files []*os.File, binds []spec.Bind, err error) {
+	root, err := detachedBind(rootDir, false)
+	if err != nil {
 		return nil, nil, err
 	}
-	return files, binds, nil
+	ws, err := detachedBind(workspace, true)
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return []*os.File{root, ws}, []spec.Bind{{FD: rootFD + 1, Dest: "/workspace", Dir: true, Writable: true}}, nil
 }
+
+// rootFD is the descriptor number of the root filesystem's mount in the
+// init: the first after the sync socket.
+const rootFD = syncFD + 1
 
 // detachedBind clones the mount of src (not its submounts) into a detached
 // mount and sets its flags. Flags on a detached mount apply before anyone
@@ -84,8 +77,8 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open_tree", Path: src, Err: err}
 	}
-	// Read-only binds are the interpreter and its libraries and must stay
-	// executable; the writable one (/workspace) is noexec, so the only
+	// The read-only root holds the interpreter and its libraries and must
+	// stay executable; the writable one (/workspace) is noexec, so the only
 	// code that can be executed is what the root was built from.
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if writable {

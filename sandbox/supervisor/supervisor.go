@@ -23,9 +23,9 @@ import (
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
-	"github.com/nsbox/nsbox/sandbox/hostroot"
 	"github.com/nsbox/nsbox/sandbox/output"
 	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/roots"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -36,6 +36,8 @@ type Options struct {
 	Workspace string           // host dir for /workspace; "" for a fresh one
 	StateDir  string           // see StateDir()
 	Exe       string           // the nsbox binary to re-exec as init; "" for /proc/self/exe
+	Version   string           // nsbox version, recorded in a root built on first use
+	Log       io.Writer        // notes such as "building the base root"; nil for none
 	// Stdout and Stderr, when set, receive the kept output live (plain
 	// mode). The result holds it either way.
 	Stdout, Stderr io.Writer
@@ -90,7 +92,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
-	plan, err := hostroot.New(o.Policy.Python.Interpreter, o.Policy.Python.HostPaths)
+	root, err := roots.Open(ctx, o.Policy.Python.Root, roots.Options{Verify: o.Policy.Python.Verify, Version: o.Version, Log: o.Log})
 	if err != nil {
 		return &stepError{"rootfs", err}
 	}
@@ -123,12 +125,12 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	}()
 	limits, active := conf.report(o.Policy)
 	r.Limits = limits
-	bindFiles, binds, err := openBinds(plan, ws)
+	bindFiles, binds, err := openBinds(root.Dir, ws)
 	if err != nil {
 		return &stepError{"rootfs", err}
 	}
 	defer func() { closeAll(bindFiles) }() // nil once handed to the init
-	sp := newSpec(o.Policy, r.ID, plan, binds)
+	sp := newSpec(o.Policy, r.ID, root.Header.Python.Path, binds)
 	sp.Rlimits = rlimits(o.Policy.Limits)
 	sp.Landlock = conf.landlockABI > 0
 
