@@ -84,6 +84,47 @@ func checkAgainstLdd(t *testing.T, file string, closure []string) {
 	}
 }
 
+// numpyModule finds numpy's core extension module in the datasci root (make
+// datasci, which make test runs) or in the benchmark's venv.
+func numpyModule(tb testing.TB) string {
+	tb.Helper()
+	roots := os.Getenv("NSBOX_ROOTS_DIR")
+	if roots == "" {
+		roots = "/var/lib/nsbox/roots"
+	}
+	for _, sp := range []string{
+		filepath.Join(roots, "datasci/venv/lib/python3.11/site-packages"),
+		"../../bench/.venv-datasci/lib/python3.11/site-packages",
+	} {
+		if m, _ := filepath.Glob(filepath.Join(sp, "numpy/_core/_multiarray_umath.*.so")); len(m) > 0 {
+			return m[0]
+		}
+	}
+	mustwork.Skip(tb, "no numpy extension module (make datasci builds one)")
+	return ""
+}
+
+// TestClosureNumpy resolves numpy's core extension module: its bundled
+// OpenBLAS and libgfortran come from numpy.libs through a $ORIGIN RUNPATH,
+// the rest from the system, exactly as ldd (the real loader) finds them.
+func TestClosureNumpy(t *testing.T) {
+	mod := numpyModule(t)
+	got, err := Closure([]string{mod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundled := 0
+	for _, p := range got {
+		if strings.Contains(p, "/numpy.libs/") {
+			bundled++
+		}
+	}
+	if bundled == 0 {
+		t.Errorf("closure %v has nothing from numpy.libs ($ORIGIN RUNPATH not followed)", got)
+	}
+	checkAgainstLdd(t, mod, got)
+}
+
 func TestClosurePython(t *testing.T) {
 	needHost(t, hostPython)
 	got, err := Closure([]string{hostPython})
