@@ -30,7 +30,7 @@ const (
 	StatusTimeout         Status = "timeout"          // wall clock or RLIMIT_CPU reached; every process of the run was killed
 	StatusMemoryLimit     Status = "memory_limit"     // the cgroup's OOM killer ended a process; every process of the run was killed
 	StatusOutputLimit     Status = "output_limit"     // stdout or stderr passed its cap; the run was killed
-	StatusPolicyViolation Status = "policy_violation" // reserved: import allowlist
+	StatusPolicyViolation Status = "policy_violation" // the Python policy layer refused the program (static check) or something it did
 	StatusKilled          Status = "killed"           // stopped by hand (SIGINT/SIGTERM to nsbox)
 	StatusSandboxError    Status = "sandbox_error"    // nsbox could not build the sandbox or start the program
 )
@@ -83,8 +83,27 @@ type Result struct {
 	Policy          string        `json:"policy"`
 	Limits          *Limits       `json:"limits"`          // effective limits; nil only if the run was refused before a policy was resolved
 	Sandbox         *Sandbox      `json:"sandbox"`         // protections that were active; nil if no sandbox was started
+	Violations      []Violation   `json:"violations"`      // what the Python policy layer refused or recorded; [] when nothing
 	Error           *SandboxError `json:"error,omitempty"` // only with StatusSandboxError
 }
+
+// Violation is one thing the Python policy layer refused (an import, a
+// builtin, an audit event) or, for the static check, found in the code.
+type Violation struct {
+	Kind   string `json:"kind"`   // ViolationImport, ViolationBuiltin, ViolationEvent or ViolationAttribute
+	Name   string `json:"name"`   // the module, builtin, event or attribute, e.g. "os", "eval", "subprocess.Popen", "__globals__"
+	Line   int    `json:"line"`   // 1-based line in the program; 0 when unknown
+	Col    int    `json:"col"`    // 0-based column as Python's ast reports it; 0 when unknown
+	Detail string `json:"detail"` // human text: what was refused and why
+}
+
+// Violation kinds.
+const (
+	ViolationImport    = "import"
+	ViolationBuiltin   = "builtin"
+	ViolationEvent     = "event"
+	ViolationAttribute = "attribute"
+)
 
 // New returns a Result for run id under the named policy, with Schema set.
 func New(id, policy string) *Result {
@@ -149,6 +168,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	out := *r
 	if out.Schema == 0 {
 		out.Schema = SchemaVersion
+	}
+	if out.Violations == nil {
+		out.Violations = []Violation{}
 	}
 	if out.Sandbox != nil && out.Sandbox.Namespaces == nil {
 		sb := *out.Sandbox

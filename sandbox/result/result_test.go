@@ -95,7 +95,7 @@ func decodeObject(t *testing.T, r *Result) map[string]any {
 func TestJSONKeys(t *testing.T) {
 	required := []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
 		"stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms", "peak_memory_bytes",
-		"policy", "limits", "sandbox"}
+		"policy", "limits", "sandbox", "violations"}
 
 	m := decodeObject(t, New("r1", "default"))
 	if len(m) != len(required) {
@@ -152,7 +152,7 @@ func TestJSONOrder(t *testing.T) {
 	out := buf.String()
 	order := []string{"schema", "id", "status", "reason", "limit", "exit_code", "signal",
 		"stdout", "stderr", "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
-		"peak_memory_bytes", "policy", "limits", "sandbox"}
+		"peak_memory_bytes", "policy", "limits", "sandbox", "violations"}
 	last := -1
 	for _, k := range order {
 		i := strings.Index(out, `"`+k+`":`)

@@ -147,6 +147,15 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	checkObject(t, "error", s.Properties["error"], reflect.TypeFor[SandboxError]())
 	checkObject(t, "limits", s.Properties["limits"], reflect.TypeFor[Limits]())
 	checkObject(t, "sandbox", s.Properties["sandbox"], reflect.TypeFor[Sandbox]())
+	if items := s.Properties["violations"].Items; items == nil {
+		t.Error("schema violations has no items")
+	} else {
+		checkObject(t, "violations[]", *items, reflect.TypeFor[Violation]())
+		kinds := []string{ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute}
+		if got := items.Properties["kind"].Enum; !slices.Equal(got, kinds) {
+			t.Errorf("schema violations[].kind enum %v, want %v", got, kinds)
+		}
+	}
 
 	var want []string
 	for _, st := range Statuses() {
