@@ -14,8 +14,7 @@ need_file() { # need_file PATH DEBIAN_PACKAGE
 	[ -e "$1" ] || missing_pkgs+=("$2")
 }
 
-# The built-in policies use the host's Debian Python until the rootfs
-# builder ships its own roots.
+# The built-in roots (base, datasci) are built from Debian's Python.
 need_file /usr/bin/python3.11 python3.11
 need_file /usr/lib/python3.11/os.py libpython3.11-stdlib
 # go test -race and libseccomp-golang need cgo, so a C compiler; the
@@ -25,6 +24,12 @@ need_cmd gcc gcc
 need_cmd pkg-config pkg-config
 need_file /usr/include/seccomp.h libseccomp-dev
 need_file "/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/libseccomp.a" libseccomp-dev
+
+# The rootfs builder installs locked wheels with pip's --python (pip 22.3+),
+# run by python3; Debian's python3-pip is new enough.
+if ! python3 -m pip --version >/dev/null 2>&1; then
+	missing_pkgs+=(python3-pip)
+fi
 
 if ! command -v go >/dev/null 2>&1; then
 	problems+=("Go 1.26 or newer is not installed (https://go.dev/doc/install; Debian's golang package is too old)")

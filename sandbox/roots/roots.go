@@ -68,9 +68,9 @@ func Open(ctx context.Context, nameOrPath string, o Options) (*Root, error) {
 			return nil, err
 		}
 	}
-	hdr, err := rootfs.Check(dir)
+	hdr, err := rootfs.Check(dir) // its errors name the root and the file
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", dir, err)
+		return nil, err
 	}
 	if o.Verify == policies.VerifyFull {
 		rep, err := rootfs.Verify(dir)
