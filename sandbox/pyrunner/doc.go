@@ -1,0 +1,137 @@
+// Package pyrunner holds the Python runner nsbox starts inside the sandbox,
+// and the Go side of its protocol: the command line (Argv), the config, and
+// the parser for the violations it reports (ParseReport).
+//
+// The runner (runner.py, embedded as Source) is the fourth layer of a run
+// and its telemetry: it checks the program's imports and builtins against
+// the policy before anything runs, guards them again while it runs, and
+// reports every violation. It is policy and telemetry, not the security
+// boundary: namespaces, the read-only root, seccomp, Landlock and the
+// cgroup are. Python cannot sandbox Python; see "Limits" below.
+//
+// # Protocol
+//
+// The supervisor execs Argv(interp, cfg):
+//
+//	interp -s -P -c <Source> <config JSON>
+//
+// so the runner never exists as a file in the sandbox (-s: no user site
+// directory; -P: no script directory on sys.path). The program arrives on
+// stdin; the runner reads it all as bytes, and the program then finds stdin
+// at EOF. The report channel is an inherited pipe, Config.ReportFD (fd 3
+// when passed as the first of exec.Cmd.ExtraFiles); the runner marks it
+// close-on-exec at once and writes to it only with os.write bound at start.
+// The supervisor must drain the pipe while the program runs.
+//
+// Each report line is one JSON object:
+//
+//	{"kind":"import","name":"os","line":3,"col":0,"detail":"import of 'os' is not allowed by the policy (allowed: ...)"}
+//
+// kind is import, builtin, event or attribute; line is 1-based, col 0-based
+// in characters; both are 0 when no line of the program is to blame. First
+// come the static violations, sorted by position, at most MaxViolationLines
+// of them; then exactly one status line:
+//
+//	{"static":"ok"}
+//	{"static":"violations","count":N}      (N counts them all, written or not)
+//	{"static":"syntax_error","line":L,"col":C,"detail":"SyntaxError: ..."}
+//
+// The status line is written before any of the program runs, so it cannot
+// be forged by the program. Runtime violations follow it, de-duplicated by
+// (kind, name, line, col) and capped at MaxViolationLines. A program killed
+// mid-run leaves a report without its tail; ParseReport tolerates that.
+//
+// Exit codes: ExitPolicyViolation (126) when the static check found
+// violations (a human summary goes to stderr and nothing runs); 1 for a
+// syntax error (the normal SyntaxError message, with Config.Filename and the
+// line, on stderr) or an uncaught exception (a traceback without the
+// runner's frames); the program's own code for SystemExit; death by SIGINT
+// for KeyboardInterrupt, as python does; ExitRunnerError (125) when the
+// config or the report fd is unusable, which is the supervisor's bug. In
+// mode "check" the runner stops after the status line: 0, 1 or 126.
+//
+// # What the runner enforces
+//
+// Static check (modes run and check): the whole program is parsed and
+// compiled, and every violation is collected at once:
+//   - imports whose top-level name is not in Config.Allow: import x.y,
+//     from x import y, __import__("x"), importlib.import_module("x") and
+//     importlib.__import__("x") (string literals, "o"+"s" folded), and every
+//     relative import (a program is not part of a package); __future__ is
+//     always allowed; a nil Allow turns all import checks off;
+//   - every load of a name in Config.DenyBuiltins ("open" is checked at run
+//     time only: reading is always allowed);
+//   - with StrictAttrs: every attribute name starting with "_" (x._y,
+//     getattr(x, "_y") and its family with a literal, from m import _y,
+//     match patterns C(_y=...)), the names __builtins__, __loader__ and
+//     __spec__, and string literals that name a dunder ("__class__").
+//
+// Run time (mode run), installed before the program's first line:
+//   - the program's builtins are a copy: __import__ is a guard that checks
+//     the allowlist for import statements, __import__() calls and code the
+//     program execs; denied builtins are stubs that report and raise
+//     PermissionError; the real builtins module is untouched, so the
+//     standard library and allowed packages import what they need (pandas
+//     importing os works under an allowlist without os);
+//   - an audit hook (PEP 578, sys.addaudithook; Python code cannot remove
+//     it) refuses Config.DenyEvents with PermissionError; checks module
+//     loads the program starts by other routes (importlib.import_module with
+//     a computed name, importlib.util loaders, code written to /workspace);
+//     with "open" denied, refuses opening for writing outside
+//     Config.WritableDirs and /dev/null, by any code while the program runs
+//     (shutil.copy must not launder a write); always refuses opening the
+//     report pipe again, by number, dup or /proc path;
+//   - with StrictAttrs: modules are handed to the program as read-only
+//     views whose module-valued attributes are handed over only if allowed
+//     (json.codecs, codecs.sys: AttributeError and an import violation);
+//     underscore names are refused at run time too, including through
+//     operator.attrgetter, operator.methodcaller and string.Formatter
+//     fields; reading gi_frame, cr_frame, tb_frame, f_code or __code__
+//     from the program's code is refused (a frame leads to every module's
+//     globals); code compiled at run time must pass the attribute rules
+//     when the program compiles it, and must not reach for internals
+//     (__subclasses__, __globals__, ...) when a library compiles it for the
+//     program (typing.get_type_hints on string annotations).
+//
+// An import is the program's own when the nearest frame outside the runner
+// and importlib runs with the program's builtins, was compiled by it, or
+// comes from a file in a writable directory; imports made by allowed
+// modules, and by C code on the program's behalf (datetime.strptime loading
+// _strptime), are internal and pass.
+//
+// # Limits
+//
+// Known ways around this layer, each left to the OS sandbox:
+//   - Without StrictAttrs (the default policy) object graphs are open:
+//     sys.modules, module attributes (json.codecs.sys) and frames reach
+//     every loaded module, including ones the allowlist refuses. Only
+//     modules that are not loaded yet are kept out, plus denied events.
+//   - Code running with the real builtins imports any loaded module
+//     unchecked. The program reaches them through modules that exec strings
+//     in their own globals (code, timeit, doctest, pdb, trace), the builtins
+//     module, or a module's __builtins__; strict excludes all of those.
+//   - __import__(name, g, g, [], 0) with the program's own globals g is
+//     how C code imports its helpers (datetime.strptime loads _strptime);
+//     the guard loads such a module unchecked and returns None. The module
+//     is then in sys.modules, which only a policy allowing sys reaches, and
+//     the call needs globals(), which strict denies.
+//   - Deny lists are advisory where the allowlist lets the program around
+//     them: builtins.eval with builtins allowed, os.write to the report fd
+//     (forged or silenced runtime lines) with os allowed. The static status
+//     line is always the runner's.
+//   - str.format reads underscore attributes ("{0.__class__}") but yields
+//     only text. Code a library generates from strings it got from the
+//     program (dataclasses field names, computed type() namespaces) is
+//     checked only for escape attributes, imports and eval-like names.
+//   - The write check resolves symlinks when the file is opened (a race
+//     with a program swapping them remains) and cannot see dir_fd-relative
+//     paths. Landlock enforces the writable set for real.
+//   - importlib.machinery can load native code the program wrote itself;
+//     Python has no audit event for it. The allowlists keep importlib out of
+//     strict.
+//
+// The tests in this package run the real /usr/bin/python3.11 on the host
+// (no sandbox) against a table of bypass attempts:
+//
+//	go test -race -count=1 ./sandbox/pyrunner/
+package pyrunner

@@ -1,0 +1,190 @@
+package pyrunner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// python is the interpreter the tests run the runner with: Debian 12's, the
+// one the base root is built from.
+const python = "/usr/bin/python3.11"
+
+// mustWork reports whether a missing interpreter must fail the tests rather
+// than skip them (CI sets NSBOX_MUST_WORK=1).
+func mustWork() bool { return os.Getenv("NSBOX_MUST_WORK") == "1" }
+
+func requirePython(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		if mustWork() {
+			t.Fatalf("%s: %v (NSBOX_MUST_WORK=1)", python, err)
+		}
+		t.Skipf("%s: %v", python, err)
+	}
+}
+
+// result is one finished run of the runner.
+type result struct {
+	exit     int // exit status; -1 when killed by a signal
+	signal   int // the signal, when killed by one
+	stdout   string
+	stderr   string
+	raw      string // the report as written
+	report   Report
+	parseErr error
+}
+
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.exit) + " signal " + strconv.Itoa(r.signal) +
+		"\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr + "--- report\n" + r.raw
+}
+
+// runProgram runs program under cfg with the real interpreter, the report
+// pipe as fd 3 and the program on stdin, in dir (a temporary directory when
+// dir is "").
+func runProgram(t *testing.T, cfg Config, program, dir string) result {
+	t.Helper()
+	requirePython(t)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cfg.ReportFD = 3
+	argv, err := Argv(python, cfg)
+	if err != nil {
+		t.Fatalf("Argv: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}
+	cmd.Stdin = strings.NewReader(program)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	cmd.ExtraFiles = []*os.File{pw}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		t.Fatalf("start %s: %v", python, err)
+	}
+	pw.Close()
+	raw := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(pr) // drained while the program runs, as the supervisor must
+		raw <- b
+	}()
+	werr := cmd.Wait()
+	var r result
+	r.stdout, r.stderr = stdout.String(), stderr.String()
+	b := <-raw
+	r.raw = string(b)
+	r.report, r.parseErr = ParseReport(bytes.NewReader(b))
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		r.exit = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.signal = int(ws.Signal())
+		}
+	default:
+		t.Fatalf("wait: %v", werr)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("runner timed out\n%s", r)
+	}
+	if r.parseErr != nil || r.report.Malformed != 0 {
+		t.Fatalf("report: %v, %d malformed lines\n%s", r.parseErr, r.report.Malformed, r)
+	}
+	return r
+}
+
+// strictConfig is the strict policy's Python layer as the brief's table
+// uses it: StrictAllow, the getattr family and the exec family denied,
+// strict attributes; open is left alone so programs can write canaries.
+func strictConfig() Config {
+	return Config{
+		Mode:  ModeRun,
+		Allow: StrictAllow,
+		DenyBuiltins: []string{"eval", "exec", "compile", "__import__", "getattr",
+			"setattr", "delattr", "vars", "globals", "locals"},
+		StrictAttrs: true,
+	}
+}
+
+func with(c Config, f func(*Config)) Config {
+	f(&c)
+	return c
+}
+
+func plus(list []string, more ...string) []string {
+	return append(append([]string{}, list...), more...)
+}
+
+// runnerFuncs are the names of the runner's functions and classes, which
+// must never show up in a user's traceback.
+func runnerFuncs(t *testing.T) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*(?:def|class) (\w+)`).FindAllStringSubmatch(Source, -1)
+	if len(m) < 20 {
+		t.Fatalf("found only %d runner functions", len(m))
+	}
+	var names []string
+	for _, s := range m {
+		if !strings.HasPrefix(s[1], "__") { // __init__ and the like are everyone's
+			names = append(names, s[1])
+		}
+	}
+	return names
+}
+
+// assertNoRunnerFrames fails if stderr shows a frame of the runner. The
+// runner's file is "<string>", which is also the file of code the program
+// execs: userExecs says the program does.
+func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
+	t.Helper()
+	if !userExecs && strings.Contains(stderr, `File "<string>"`) {
+		t.Errorf("traceback shows the runner's file:\n%s", stderr)
+	}
+	for _, f := range runnerFuncs(t) {
+		if strings.Contains(stderr, ", in "+f+"\n") {
+			t.Errorf("traceback shows runner function %s:\n%s", f, stderr)
+		}
+	}
+}
+
+// execRunner runs the runner with a raw config argument and an empty
+// program; it returns stdout and stderr together.
+func execRunner(t *testing.T, config string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(python, "-s", "-P", "-c", Source, config)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// exitCode returns the exit status in err, 0 for nil, -1 otherwise.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if err == nil {
+		return 0
+	}
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}

@@ -1,0 +1,154 @@
+package pyrunner
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Source is the runner, passed to the interpreter with -c.
+//
+//go:embed runner.py
+var Source string
+
+// Exit codes of the runner besides the program's own.
+const (
+	// ExitPolicyViolation: the static check found violations; nothing ran.
+	ExitPolicyViolation = 126
+	// ExitRunnerError: the config or the report fd was unusable (a bug in
+	// the caller); nothing ran and no status line was written.
+	ExitRunnerError = 125
+	// ExitSyntaxError: the program does not compile. An uncaught exception
+	// also exits 1; the report's status line tells them apart.
+	ExitSyntaxError = 1
+)
+
+// MaxViolationLines bounds the violation lines of each phase (static, run
+// time), so that a report cannot fill the pipe.
+const MaxViolationLines = 1000
+
+// The modes of Config.Mode.
+const (
+	ModeRun   = "run"   // check statically, then run
+	ModeCheck = "check" // static check only
+)
+
+// DefaultFilename is the program's name in tracebacks when Config.Filename
+// is empty.
+const DefaultFilename = "<program>"
+
+// DefaultWritableDirs are where a policy denying "open" lets the program
+// write when Config.WritableDirs is nil.
+var DefaultWritableDirs = []string{"/workspace", "/tmp"}
+
+// DenyableBuiltins are the names Config.DenyBuiltins may hold.
+var DenyableBuiltins = []string{
+	"eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
+	"vars", "globals", "locals", "open",
+}
+
+// Config is passed to the runner as one JSON argv element. The zero value
+// of each field is the laxest choice; the shipped lists below give the
+// policies' values.
+type Config struct {
+	// Mode is ModeRun or ModeCheck.
+	Mode string `json:"mode"`
+	// Allow lists the top-level module names the program may import. Nil
+	// (JSON null) turns import checks off entirely; an empty non-nil list
+	// allows nothing but __future__.
+	Allow []string `json:"allow"`
+	// DenyBuiltins are builtins the program may not use, from
+	// DenyableBuiltins. "open" denies opening for writing outside
+	// WritableDirs; reading stays allowed.
+	DenyBuiltins []string `json:"deny_builtins"`
+	// DenyEvents are PEP 578 audit events refused with PermissionError
+	// while the program runs, e.g. "subprocess.Popen", "os.system".
+	DenyEvents []string `json:"deny_events"`
+	// StrictAttrs rejects underscore attributes statically and hands
+	// modules over as views that refuse modules the allowlist refuses.
+	StrictAttrs bool `json:"strict_attrs"`
+	// ReportFD is the fd of the report pipe in the runner, >= 3.
+	ReportFD int `json:"report_fd"`
+	// Filename is the program's name in tracebacks; "" is DefaultFilename.
+	Filename string `json:"filename"`
+	// WritableDirs are the absolute directories a denied "open" still
+	// writes in; nil is DefaultWritableDirs (omitted from the JSON).
+	WritableDirs []string `json:"writable_dirs,omitempty"`
+}
+
+// Validate reports the first problem with c, naming the field.
+func (c Config) Validate() error {
+	if c.Mode != ModeRun && c.Mode != ModeCheck {
+		return fmt.Errorf("pyrunner config: mode %q: want %q or %q", c.Mode, ModeRun, ModeCheck)
+	}
+	for _, m := range c.Allow {
+		if !isModuleName(m) {
+			return fmt.Errorf("pyrunner config: allow: %q is not a top-level module name", m)
+		}
+	}
+	for _, b := range c.DenyBuiltins {
+		if !slices.Contains(DenyableBuiltins, b) {
+			return fmt.Errorf("pyrunner config: deny_builtins: %q is not one of %s",
+				b, strings.Join(DenyableBuiltins, ", "))
+		}
+	}
+	for _, e := range c.DenyEvents {
+		if e == "" || strings.TrimSpace(e) != e {
+			return fmt.Errorf("pyrunner config: deny_events: %q is not an audit event name", e)
+		}
+	}
+	if c.ReportFD < 3 {
+		return fmt.Errorf("pyrunner config: report_fd %d: want an inherited fd >= 3", c.ReportFD)
+	}
+	for _, d := range c.WritableDirs {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("pyrunner config: writable_dirs: %q is not absolute", d)
+		}
+	}
+	if strings.ContainsRune(c.Filename, 0) {
+		return errors.New("pyrunner config: filename contains NUL")
+	}
+	return nil
+}
+
+// isModuleName reports whether s is a Python identifier in ASCII (every
+// standard and vetted top-level module name is).
+func isModuleName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Argv returns the interpreter's command line for c:
+// [interp, "-s", "-P", "-c", Source, <config JSON>].
+func Argv(interp string, c Config) ([]string, error) {
+	if interp == "" {
+		return nil, errors.New("pyrunner: no interpreter")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Filename == "" {
+		c.Filename = DefaultFilename
+	}
+	var cfg strings.Builder
+	enc := json.NewEncoder(&cfg)
+	enc.SetEscapeHTML(false)              // "<program>" stays readable in ps
+	if err := enc.Encode(c); err != nil { // strings, bools and ints always encode
+		return nil, fmt.Errorf("pyrunner: bug: encode config: %w", err)
+	}
+	return []string{interp, "-s", "-P", "-c", Source, strings.TrimSuffix(cfg.String(), "\n")}, nil
+}

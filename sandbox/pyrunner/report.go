@@ -1,0 +1,159 @@
+package pyrunner
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The kinds of Violation.Kind.
+const (
+	KindImport    = "import"    // a module the allowlist refuses (also json.codecs)
+	KindBuiltin   = "builtin"   // a denied builtin, or a denied write through open
+	KindEvent     = "event"     // a denied audit event, or the report pipe
+	KindAttribute = "attribute" // strict_attrs: underscore names, frames
+)
+
+// The values of Report.Static.
+const (
+	StaticOK          = "ok"
+	StaticViolations  = "violations"
+	StaticSyntaxError = "syntax_error"
+)
+
+// maxLine bounds one report line; the runner's longest is a few KiB.
+const maxLine = 64 << 10
+
+// Violation is one report line.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`   // the module, builtin, event or attribute
+	Line   int    `json:"line"`   // 1-based; 0 when no line of the program is to blame
+	Col    int    `json:"col"`    // 0-based, in characters
+	Detail string `json:"detail"` // one sentence for humans
+	// Runtime is set by ParseReport, not sent: the line came after the
+	// static status line, while the program ran.
+	Runtime bool `json:"runtime"`
+}
+
+// Report is what the runner wrote on its report pipe.
+type Report struct {
+	// Static is the status line's verdict: StaticOK, StaticViolations,
+	// StaticSyntaxError, or "" when the runner never wrote one (it failed
+	// to start or was killed during the check).
+	Static string
+	// Count is the number of static violations found, which can exceed the
+	// static lines written (MaxViolationLines).
+	Count int
+	// Violations are static ones first, then runtime ones, as written.
+	Violations []Violation
+	// SyntaxLine, SyntaxCol and SyntaxDetail locate a syntax error.
+	SyntaxLine, SyntaxCol int
+	SyntaxDetail          string
+	// Malformed counts lines that were skipped: not JSON, an unknown kind,
+	// too long, or a second status line (only the program can write one).
+	Malformed int
+}
+
+// wireLine is any report line; Static tells the status line apart.
+type wireLine struct {
+	Static *string `json:"static"`
+	Count  int     `json:"count"`
+	Kind   string  `json:"kind"`
+	Name   string  `json:"name"`
+	Line   int     `json:"line"`
+	Col    int     `json:"col"`
+	Detail string  `json:"detail"`
+}
+
+// ParseReport reads a report to EOF. Bad lines are counted in Malformed
+// and skipped; the error is only for a failed read, and comes with what was
+// parsed before it.
+func ParseReport(r io.Reader) (Report, error) {
+	var rep Report
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		line, tooLong, err := readLine(br)
+		if len(line) > 0 || tooLong {
+			rep.add(line, tooLong)
+		}
+		if errors.Is(err, io.EOF) {
+			return rep, nil
+		}
+		if err != nil {
+			return rep, fmt.Errorf("read runner report: %w", err)
+		}
+	}
+}
+
+// readLine returns the next line without its newline; a line longer than
+// maxLine is consumed and reported as tooLong.
+func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxLine {
+			tooLong, line = true, nil
+		} else if !tooLong {
+			line = append(line, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
+	}
+}
+
+func (rep *Report) add(line []byte, tooLong bool) {
+	var w wireLine
+	if tooLong || json.Unmarshal(line, &w) != nil {
+		rep.Malformed++
+		return
+	}
+	if w.Static != nil {
+		if rep.Static != "" || !validStatic(*w.Static) {
+			rep.Malformed++
+			return
+		}
+		rep.Static = *w.Static
+		switch rep.Static {
+		case StaticViolations:
+			rep.Count = w.Count
+		case StaticSyntaxError:
+			rep.SyntaxLine, rep.SyntaxCol, rep.SyntaxDetail = w.Line, w.Col, w.Detail
+		}
+		return
+	}
+	switch w.Kind {
+	case KindImport, KindBuiltin, KindEvent, KindAttribute:
+	default:
+		rep.Malformed++
+		return
+	}
+	rep.Violations = append(rep.Violations, Violation{
+		Kind: w.Kind, Name: w.Name, Line: w.Line, Col: w.Col, Detail: w.Detail,
+		Runtime: rep.Static != "",
+	})
+}
+
+func validStatic(s string) bool {
+	return s == StaticOK || s == StaticViolations || s == StaticSyntaxError
+}
+
+// StaticViolations returns the violations found before the program ran.
+func (rep Report) StaticViolations() []Violation { return rep.filter(false) }
+
+// RuntimeViolations returns the violations reported while it ran.
+func (rep Report) RuntimeViolations() []Violation { return rep.filter(true) }
+
+func (rep Report) filter(runtime bool) []Violation {
+	var out []Violation
+	for _, v := range rep.Violations {
+		if v.Runtime == runtime {
+			out = append(out, v)
+		}
+	}
+	return out
+}
