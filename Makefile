@@ -4,6 +4,9 @@
 GO      ?= go
 BIN     := bin/nsbox
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# netgo, osusergo: no NSS lookups through glibc in a static binary;
+# sqlite_omit_load_extension: the audit log's SQLite never dlopens.
+TAGS    := netgo,osusergo,sqlite_omit_load_extension
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum $(wildcard policies/*.toml)
 
 .PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci
@@ -18,11 +21,10 @@ build: $(BIN)
 # Static: the init is re-executed for every run and starts fastest without
 # a dynamic loader, and the binary runs on hosts without libseccomp. cgo is
 # needed for libseccomp-golang, so glibc and Debian's libseccomp.a are
-# linked in statically (nsbox uses no NSS lookups: netgo/osusergo keep Go
-# from linking glibc's resolver and getpwnam).
+# linked in statically (see TAGS).
 $(BIN): $(GOFILES)
 	@mkdir -p bin
-	CGO_ENABLED=1 $(GO) build -trimpath -tags netgo,osusergo \
+	CGO_ENABLED=1 $(GO) build -trimpath -tags $(TAGS) \
 		-ldflags "-s -w -X main.version=$(VERSION) -linkmode external -extldflags -static" -o $@ ./cmd/nsbox
 
 # The main job: examples/hello.py under the built-in default policy.
@@ -34,7 +36,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags $(TAGS) ./...
 
 # The built-in roots live here (sandbox/roots); base is built by nsbox on
 # first use, datasci by `make datasci`.
@@ -54,7 +56,7 @@ datasci: build
 # "this host cannot" skip into a failure (CI sets it). The datasci root is
 # built first: the tests run a pandas and matplotlib program on it.
 test: deps build datasci fmt-check vet
-	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 
 fuzz:
 	$(GO) test ./policies/ -run '^$$' -fuzz FuzzParse -fuzztime 30s

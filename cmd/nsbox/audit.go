@@ -1,0 +1,541 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nsbox/nsbox/sandbox/audit"
+)
+
+// Exit statuses of the audit commands, besides 0 and 125 (nsbox failed).
+const (
+	exitChainBroken = 1 // audit verify: the chain is broken
+	exitNoSuchRun   = 1 // audit show: no run, or more than one, has that id
+)
+
+func auditCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "audit",
+		Usage: "list, show, export, summarise and verify the log of runs",
+		Description: "Every nsbox run is recorded in an SQLite database: " + audit.DefaultPath + " unless the\n" +
+			"environment variable " + audit.EnvPath + " names another file; --audit-db overrides both. A row is\n" +
+			"written with status \"unfinished\" when a run starts and completed when it ends, so a supervisor\n" +
+			"killed mid-run leaves a row that says so. Finished rows are hash-chained: `nsbox audit verify`\n" +
+			"finds the first row that was edited or removed. The file holds programs and their output; it is\n" +
+			"created 0600 in a directory created 0700.\n" +
+			"\n" +
+			"Tables are for people; --json prints the same data for programs.",
+		HideHelpCommand: true,
+		Subcommands: []*cli.Command{
+			auditListCommand(), auditShowCommand(), auditExportCommand(), auditStatsCommand(), auditVerifyCommand(),
+		},
+	}
+}
+
+// auditDBFlag and auditJSONFlag are shared by every subcommand; a flag of
+// the parent command would only be read before the subcommand's name.
+func auditDBFlag() cli.Flag {
+	return &cli.StringFlag{Name: "audit-db", Usage: "audit database (default: $" + audit.EnvPath + ", else " + audit.DefaultPath + ")"}
+}
+
+func auditJSONFlag(what string) cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print " + what + " as JSON instead of a table"}
+}
+
+// openAudit opens the database the flags and environment name. These
+// commands only read it, so a missing file is an error rather than an empty
+// log created at a mistyped path.
+func openAudit(c *cli.Context) (*audit.DB, error) {
+	path := audit.Path(c.String("audit-db"))
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no audit db at %s: nsbox creates it at the first run (other locations: --audit-db, $%s)",
+			path, audit.EnvPath)
+	} else if err != nil {
+		return nil, fmt.Errorf("audit db: %w", err)
+	}
+	return audit.Open(path)
+}
+
+// auditNoArgs refuses arguments to a subcommand that takes none.
+func auditNoArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("audit %s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
+	}
+	return nil
+}
+
+func auditListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list runs, newest first",
+		Description: "Filters combine: --since 1h --status error --label team=ml lists the failed runs of the\n" +
+			"last hour labelled team=ml. --json prints a JSON array of run objects (as `audit show --json`).",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "since", Usage: "only runs started within this long (e.g. 1h, 30m)"},
+			&cli.StringFlag{Name: "status", Usage: "only runs with this status (ok, error, timeout, ..., unfinished)"},
+			&cli.BoolFlag{Name: "violations", Usage: "only runs the Python policy layer refused something in"},
+			&cli.GenericFlag{Name: "label", Value: &auditLabelsFlag{}, Usage: "only runs with this label `key=value` (repeatable; all must match)"},
+			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many runs; 0 for all"},
+			auditJSONFlag("the runs"),
+			auditDBFlag(),
+		},
+		Action: auditListAction,
+	}
+}
+
+func auditListAction(c *cli.Context) error {
+	if err := auditNoArgs(c); err != nil {
+		return err
+	}
+	if c.Duration("since") < 0 || c.Int("limit") < 0 {
+		return errors.New("--since and --limit cannot be negative")
+	}
+	db, err := openAudit(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	runs, err := db.List(audit.Filter{
+		Since:      c.Duration("since"),
+		Status:     c.String("status"),
+		Violations: c.Bool("violations"),
+		Labels:     *c.Generic("label").(*auditLabelsFlag),
+		Limit:      c.Int("limit"),
+	})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if runs == nil {
+			runs = []audit.Run{}
+		}
+		return writeAuditJSON(c.App.Writer, runs)
+	}
+	if err := writeAuditRunTable(c.App.Writer, runs); err != nil {
+		return fmt.Errorf("write the runs: %w", err)
+	}
+	// A table cut at the limit says so, so that a reader does not take it
+	// for the whole log.
+	if limit := c.Int("limit"); limit > 0 && len(runs) == limit {
+		if _, err := fmt.Fprintf(c.App.Writer, "(the newest %d runs; --limit 0 lists all)\n", limit); err != nil {
+			return fmt.Errorf("write the runs: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeAuditRunTable(w io.Writer, runs []audit.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tPOLICY\tSTATUS\tEXIT\tVIOLATIONS\tLABELS")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", auditCell(r.ID), r.Start.Local().Format(time.DateTime),
+			auditDuration(&r), auditCell(r.Policy), auditCell(r.Status), auditExitText(&r), len(r.Violations), auditCell(auditLabelText(r.Labels)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs")
+		return err
+	}
+	return nil
+}
+
+func auditShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show one run",
+		ArgsUsage: "ID",
+		Description: "ID may be a unique prefix of the run's id. Exit status 1 when no run, or more than one, has it.\n" +
+			"--json prints one run object: the run's fields, seq, prev_hash and hash; code and the output\n" +
+			"heads as text, with a _base64 twin holding the exact bytes when they are not valid UTF-8.",
+		Flags:  []cli.Flag{auditJSONFlag("the run"), auditDBFlag()},
+		Action: auditShowAction,
+	}
+}
+
+func auditShowAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("audit show takes one run id, got %q", c.Args().Slice())
+	}
+	db, err := openAudit(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, err := db.Get(c.Args().First())
+	if errors.Is(err, audit.ErrNotFound) || errors.Is(err, audit.ErrAmbiguous) {
+		return cli.Exit(fmt.Sprintf("nsbox: %v", err), exitNoSuchRun)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return writeAuditJSON(c.App.Writer, r)
+	}
+	return writeAuditRunText(c.App.Writer, r)
+}
+
+func auditExportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "export",
+		Usage: "print every run as JSON lines",
+		Description: "One run object per line (as `audit show --json`, on one line): the finished runs in chain\n" +
+			"order with seq, prev_hash and hash, then the unfinished ones. Everything the hash covers is in\n" +
+			"the line, exactly, so the chain can be checked from an export (sandbox/audit's package doc).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "jsonl", Usage: "output format; only jsonl"},
+			auditDBFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if err := auditNoArgs(c); err != nil {
+				return err
+			}
+			if f := c.String("format"); f != "jsonl" {
+				return fmt.Errorf("--format %q: only jsonl is supported", f)
+			}
+			db, err := openAudit(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Export(c.App.Writer)
+		},
+	}
+}
+
+func auditStatsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stats",
+		Usage: "summarise the log: runs by status, most refused imports and events, slowest policies",
+		Description: fmt.Sprintf("Imports and audit events are ranked by the number of runs that had them refused, the policies\n"+
+			"by the median duration of their finished runs (nearest rank), then p95; %d of each at most.\n"+
+			"--json prints {total, unfinished, by_status, top_imports, top_events, slowest_policies}.", audit.TopN),
+		Flags: []cli.Flag{auditJSONFlag("the summary"), auditDBFlag()},
+		Action: func(c *cli.Context) error {
+			if err := auditNoArgs(c); err != nil {
+				return err
+			}
+			db, err := openAudit(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			s, err := db.Stats()
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return writeAuditJSON(c.App.Writer, s)
+			}
+			return writeAuditStatsText(c.App.Writer, s)
+		},
+	}
+}
+
+func auditVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "verify",
+		Usage: "check the hash chain of the log",
+		Description: "Recomputes the hash of every finished row in chain order. Exit status 0 when the chain is\n" +
+			"intact, 1 when it is broken: the first broken row is named (seq and run id) with the reason.\n" +
+			"It prints the head of the chain (seq and hash): keep it elsewhere, since someone who can write\n" +
+			"the database can also remove the newest rows or rewrite every hash after an edit.\n" +
+			"--json prints {ok, rows, head_seq, head_hash, break: null or {seq, id, reason}}.",
+		Flags:  []cli.Flag{auditJSONFlag("the outcome"), auditDBFlag()},
+		Action: auditVerifyAction,
+	}
+}
+
+func auditVerifyAction(c *cli.Context) error {
+	if err := auditNoArgs(c); err != nil {
+		return err
+	}
+	db, err := openAudit(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	v, err := db.VerifyChain()
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		err = writeAuditJSON(w, struct {
+			OK bool `json:"ok"`
+			*audit.Verification
+		}{v.Break == nil, v})
+	} else if v.Break == nil {
+		_, err = fmt.Fprintf(w, "audit chain intact: %d finished runs; head seq %d hash %s\n", v.Rows, v.HeadSeq, v.HeadHash)
+	} else {
+		_, err = fmt.Fprintf(w, "audit chain BROKEN at seq %d (run %s): %s\n%d rows before it verify; their head is seq %d hash %s\n",
+			v.Break.Seq, auditCell(v.Break.ID), auditCell(v.Break.Reason), v.Rows, v.HeadSeq, v.HeadHash)
+	}
+	if err != nil {
+		return fmt.Errorf("write the outcome: %w", err)
+	}
+	if v.Break != nil {
+		return cli.Exit("", exitChainBroken)
+	}
+	return nil
+}
+
+// auditLabelsFlag collects repeated --label key=value flags. It is a Generic
+// flag rather than a StringSlice, which would split values at commas.
+type auditLabelsFlag map[string]string
+
+func (l *auditLabelsFlag) Set(s string) error {
+	k, v, err := audit.ParseLabel(s)
+	if err != nil {
+		return err
+	}
+	if *l == nil {
+		*l = auditLabelsFlag{}
+	}
+	(*l)[k] = v
+	return nil
+}
+
+func (l *auditLabelsFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return auditLabelText(*l)
+}
+
+// writeAuditJSON prints v indented, as doctor --json does, without HTML escaping.
+func writeAuditJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+// auditLabelText is "k=v k=v", sorted by key.
+func auditLabelText(labels map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func auditDuration(r *audit.Run) string {
+	if !r.Finished() {
+		return "-"
+	}
+	return (time.Duration(r.DurationMS) * time.Millisecond).String()
+}
+
+func auditExitText(r *audit.Run) string {
+	switch {
+	case r.ExitCode != nil:
+		return strconv.Itoa(*r.ExitCode)
+	case r.Signal != nil:
+		return "signal " + strconv.Itoa(*r.Signal)
+	}
+	return "-"
+}
+
+// auditCell makes a one-line table cell of s: values such as violation names
+// and output come from the sandboxed program, so control characters
+// (terminal escapes, tabs that would break the columns, newlines) and
+// invalid UTF-8 are shown escaped rather than sent to the terminal.
+func auditCell(s string) string { return auditEscape(s, false) }
+
+// auditEscape quotes what is not printable; keepLines leaves newlines and tabs
+// alone, for blocks of output.
+func auditEscape(s string, keepLines bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r == '\\' && !keepLines:
+			b.WriteString(`\\`)
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// writeAuditRunText prints one run as fields, then its violations, output heads
+// and code.
+func writeAuditRunText(out io.Writer, r *audit.Run) error {
+	w := &auditErrWriter{w: out}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	field := func(name, format string, args ...any) {
+		fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{name}, args...)...)
+	}
+	field("id", "%s", auditCell(r.ID))
+	field("status", "%s", auditCell(r.Status))
+	field("exit", "%s", auditExitText(r))
+	field("policy", "%s (sha256 %s)", auditCell(r.Policy), auditOr(r.PolicySHA256))
+	field("started", "%s", r.Start.Local().Format(time.RFC3339Nano))
+	if r.Finished() {
+		field("ended", "%s", r.End.Local().Format(time.RFC3339Nano))
+	}
+	field("duration", "%s", auditDuration(r))
+	field("cpu", "%s", auditMS(r.CPUMS))
+	field("peak memory", "%s", auditBytes(r.PeakMemoryBytes))
+	field("stdout", "%d bytes%s", r.StdoutBytes, auditTruncated(r.StdoutTruncated))
+	field("stderr", "%d bytes%s", r.StderrBytes, auditTruncated(r.StderrTruncated))
+	field("root manifest", "sha256 %s", auditOr(r.RootManifestSHA256))
+	if r.Code != nil {
+		field("code", "sha256 %s", auditOr(r.CodeSHA256))
+	} else {
+		field("code", "sha256 %s (not stored: the policy's audit.store_code is false)", auditOr(r.CodeSHA256))
+	}
+	field("labels", "%s", auditOr(auditLabelText(r.Labels)))
+	field("nsbox version", "%s", auditOr(r.NsboxVersion))
+	if r.Finished() {
+		field("chain", "seq %d, hash %s, prev %s", r.Seq, r.Hash, r.PrevHash)
+	} else {
+		field("chain", "not yet (unfinished)")
+	}
+	tw.Flush()
+	if len(r.Violations) > 0 {
+		fmt.Fprintln(w, "\nViolations:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tNAME\tLINE:COL\tDETAIL")
+		for _, v := range r.Violations {
+			fmt.Fprintf(tw, "%s\t%s\t%d:%d\t%s\n", auditCell(v.Kind), auditCell(v.Name), v.Line, v.Col, auditCell(v.Detail))
+		}
+		tw.Flush()
+	}
+	block := func(title string, b []byte) {
+		if len(b) > 0 {
+			fmt.Fprintf(w, "\n--- %s ---\n%s", title, auditEscape(string(b), true))
+			if b[len(b)-1] != '\n' {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	block(fmt.Sprintf("stdout, first %d bytes", len(r.StdoutHead)), r.StdoutHead)
+	block(fmt.Sprintf("stderr, first %d bytes", len(r.StderrHead)), r.StderrHead)
+	if r.Code != nil {
+		block("code", []byte(*r.Code))
+	}
+	return w.err
+}
+
+// writeAuditStatsText prints the summary as a few small tables.
+func writeAuditStatsText(out io.Writer, s *audit.Stats) error {
+	w := &auditErrWriter{w: out}
+	fmt.Fprintf(w, "Runs: %d (%d unfinished)\n", s.Total, s.Unfinished)
+	table := func(title, header string, rows [][]string) {
+		fmt.Fprintf(w, "\n%s:\n", title)
+		if len(rows) == 0 {
+			fmt.Fprintln(w, "  none")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  "+header)
+		for _, r := range rows {
+			fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+		}
+		tw.Flush()
+	}
+	var rows [][]string
+	for _, st := range slices.Sorted(maps.Keys(s.ByStatus)) {
+		rows = append(rows, []string{auditCell(st), strconv.Itoa(s.ByStatus[st])})
+	}
+	table("By status", "STATUS\tRUNS", rows)
+	counts := func(cs []audit.Count) [][]string {
+		var rows [][]string
+		for _, c := range cs {
+			rows = append(rows, []string{auditCell(c.Name), strconv.Itoa(c.Runs), strconv.Itoa(c.Times)})
+		}
+		return rows
+	}
+	table("Most refused imports", "MODULE\tRUNS\tTIMES", counts(s.TopImports))
+	table("Most refused audit events", "EVENT\tRUNS\tTIMES", counts(s.TopEvents))
+	rows = nil
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	for _, p := range s.SlowestPolicies {
+		rows = append(rows, []string{auditCell(p.Policy), strconv.Itoa(p.Runs), ms(p.MedianMS), ms(p.P95MS), ms(p.MaxMS)})
+	}
+	table("Slowest policies", "POLICY\tRUNS\tMEDIAN\tP95\tMAX", rows)
+	return w.err
+}
+
+// auditErrWriter keeps the first write error, so that a text report of many
+// small writes is checked once at its end.
+type auditErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *auditErrWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+// auditOr is auditCell(s), or "-" for an empty s.
+func auditOr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return auditCell(s)
+}
+
+func auditMS(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return (time.Duration(*v) * time.Millisecond).String()
+}
+
+// auditBytes prints a size in the largest binary unit that keeps it >= 1.
+func auditBytes(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	n, unit := float64(*v), 0
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	for n >= 1024 && unit < len(units)-1 {
+		n /= 1024
+		unit++
+	}
+	if unit == 0 {
+		return fmt.Sprintf("%d B", *v)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[unit])
+}
+
+func auditTruncated(t bool) string {
+	if t {
+		return " (truncated at the policy's cap)"
+	}
+	return ""
+}

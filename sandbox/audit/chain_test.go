@@ -1,0 +1,193 @@
+package audit
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestRowHashGolden pins the canonical encoding: a change to it breaks every
+// chain already recorded, so it must be a new chainDomain, not an edit.
+func TestRowHashGolden(t *testing.T) {
+	r := sampleRun("golden")
+	finishSample(r)
+	r.Seq, r.PrevHash = 7, genesisHash
+	const want = "1dcb22a9329fcf470d2baad8de1b674ca2a2d76732df22097010762b81a685e9"
+	if got := rowHash(r); got != want {
+		t.Errorf("rowHash = %s, want %s", got, want)
+	}
+}
+
+// TestRowHashSeparatesValues: values that a naive concatenation would
+// confuse hash differently.
+func TestRowHashSeparatesValues(t *testing.T) {
+	base := func() *Run {
+		r := sampleRun("x")
+		finishSample(r)
+		return r
+	}
+	seen := map[string]string{}
+	for name, edit := range map[string]func(*Run){
+		"base":               func(*Run) {},
+		"exit code nil":      func(r *Run) { r.ExitCode = nil },
+		"exit code 0":        func(r *Run) { r.ExitCode = intp(0) },
+		"code nil":           func(r *Run) { r.Code = nil },
+		"code empty":         func(r *Run) { r.Code = strp("") },
+		"policy moved":       func(r *Run) { r.Policy, r.PolicySHA256 = "stric", "t"+r.PolicySHA256 },
+		"label moved":        func(r *Run) { r.Labels = map[string]string{"team": "mljob", "": "42"} },
+		"violation moved":    func(r *Run) { r.Violations = r.Violations[:1] },
+		"violations swapped": func(r *Run) { r.Violations[0], r.Violations[1] = r.Violations[1], r.Violations[0] },
+		"head byte moved": func(r *Run) {
+			n := len(r.StdoutHead) - 1
+			r.StdoutHead, r.StderrHead = r.StdoutHead[:n], append([]byte{r.StdoutHead[n]}, r.StderrHead...)
+		},
+		"truncated": func(r *Run) { r.StderrTruncated = true },
+		"seq":       func(r *Run) { r.Seq++ },
+		"prev":      func(r *Run) { r.PrevHash = strings.Repeat("1", 64) },
+		"start":     func(r *Run) { r.Start = r.Start.Add(1) },
+	} {
+		r := base()
+		edit(r)
+		h := rowHash(r)
+		if other, dup := seen[h]; dup {
+			t.Errorf("%s and %s hash alike", name, other)
+		}
+		seen[h] = name
+	}
+	// Label order in the map does not matter.
+	a, b := base(), base()
+	b.Labels = map[string]string{"job": "42", "team": "ml"}
+	if rowHash(a) != rowHash(b) {
+		t.Error("label insertion order changed the hash")
+	}
+}
+
+// chain records five runs r1..r5 and returns them, so a test can break one.
+func chain(t *testing.T) (*DB, *sql.DB, []*Run) {
+	t.Helper()
+	db := newDB(t)
+	runs := record(t, db, "r1", "r2", "r3", "r4", "r5")
+	if b, err := db.Verify(); b != nil || err != nil {
+		t.Fatalf("fresh chain: Verify = %v, %v", b, err)
+	}
+	return db, rawDB(t, db), runs
+}
+
+func TestVerifyIntact(t *testing.T) {
+	db, _, runs := chain(t)
+	// An unfinished row is outside the chain and breaks nothing.
+	if err := db.Begin(sampleRun("open")); err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.VerifyChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Break != nil || v.Rows != 5 || v.HeadSeq != 5 || v.HeadHash != runs[4].Hash {
+		t.Errorf("VerifyChain = %+v, want 5 rows, head %s", v, runs[4].Hash)
+	}
+	for i, r := range runs {
+		if r.Seq != int64(i+1) {
+			t.Errorf("%s seq %d, want %d", r.ID, r.Seq, i+1)
+		}
+		if i > 0 && r.PrevHash != runs[i-1].Hash {
+			t.Errorf("%s prev_hash %s, want %s", r.ID, r.PrevHash, runs[i-1].Hash)
+		}
+	}
+}
+
+func TestVerifyEmpty(t *testing.T) {
+	v, err := newDB(t).VerifyChain()
+	if err != nil || v.Break != nil || v.Rows != 0 || v.HeadHash != genesisHash {
+		t.Errorf("VerifyChain of an empty log = %+v, %v", v, err)
+	}
+}
+
+// TestVerifyFindsEdits edits one thing of r3 (or removes a row) with raw
+// SQL and checks that Verify names the first row that no longer fits.
+func TestVerifyFindsEdits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sql    string // %s is r3's id unless noted
+		seq    int64  // the row Verify must name
+		id     string
+		reason string // a word of the reason
+	}{
+		{"status", `UPDATE runs SET status = 'ok' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"exit code", `UPDATE runs SET exit_code = 0 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"exit code NULL", `UPDATE runs SET exit_code = NULL WHERE id = '%s'`, 3, "r3", "edited"},
+		{"exit code text", `UPDATE runs SET exit_code = 'zero' WHERE id = '%s'`, 3, "r3", "exit_code"},
+		{"stdout head", `UPDATE runs SET stdout_head = x'00' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"stdout head one byte", `UPDATE runs SET stdout_head = substr(stdout_head, 1, length(stdout_head) - 1) WHERE id = '%s'`, 3, "r3", "edited"},
+		{"code", `UPDATE runs SET code = 'print(1)' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"code removed", `UPDATE runs SET code = NULL WHERE id = '%s'`, 3, "r3", "edited"},
+		{"start", `UPDATE runs SET start_ns = start_ns + 1 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"duration", `UPDATE runs SET duration_ms = 1 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"policy hash", `UPDATE runs SET policy_sha256 = 'ff' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"version", `UPDATE runs SET nsbox_version = 'v9' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"violation name", `UPDATE run_violations SET name = 'math' WHERE run_id = '%s' AND idx = 0`, 3, "r3", "edited"},
+		{"violation detail", `UPDATE run_violations SET detail = '' WHERE run_id = '%s' AND idx = 1`, 3, "r3", "edited"},
+		{"violation removed", `DELETE FROM run_violations WHERE run_id = '%s' AND idx = 1`, 3, "r3", "edited"},
+		{"first violation removed", `DELETE FROM run_violations WHERE run_id = '%s' AND idx = 0`, 3, "r3", "idx"},
+		{"violations removed", `DELETE FROM run_violations WHERE run_id = '%s'`, 3, "r3", "edited"},
+		{"violation added", `INSERT INTO run_violations VALUES ('%s', 2, 'import', 'sys', 1, 0, '')`, 3, "r3", "edited"},
+		{"label value", `UPDATE run_labels SET value = 'ops' WHERE run_id = '%s' AND key = 'team'`, 3, "r3", "edited"},
+		{"label removed", `DELETE FROM run_labels WHERE run_id = '%s' AND key = 'job'`, 3, "r3", "edited"},
+		{"label added", `INSERT INTO run_labels VALUES ('%s', 'extra', '1')`, 3, "r3", "edited"},
+		{"own hash", `UPDATE runs SET hash = '` + strings.Repeat("ab", 32) + `' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"prev hash", `UPDATE runs SET prev_hash = '` + strings.Repeat("ab", 32) + `' WHERE id = '%s'`, 3, "r3", "prev_hash"},
+		{"middle row deleted", `DELETE FROM runs WHERE id = '%s'`, 4, "r4", "missing"},
+		{"first row deleted", `DELETE FROM runs WHERE id = 'r1' AND '%s' != ''`, 2, "r2", "missing"},
+		{"renumbered after a deletion", `DELETE FROM runs WHERE id = '%s'; UPDATE runs SET seq = seq - 1 WHERE seq > 3`, 3, "r4", "prev_hash"},
+		{"taken out of the chain", `UPDATE runs SET seq = NULL WHERE id = '%s'`, 4, "r4", "missing"},
+		{"last taken out of the chain", `UPDATE runs SET seq = NULL WHERE id = 'r5' AND '%s' != ''`, 0, "r5", "not in the chain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, raw, _ := chain(t)
+			if _, err := raw.Exec(fmt.Sprintf(tc.sql, "r3")); err != nil {
+				t.Fatal(err)
+			}
+			b, err := db.Verify()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b == nil {
+				t.Fatal("Verify found the chain intact")
+			}
+			t.Logf("break: %s", b)
+			if b.Seq != tc.seq || b.ID != tc.id || !strings.Contains(b.Reason, tc.reason) {
+				t.Errorf("Verify = %+v, want seq %d id %s, a reason with %q", b, tc.seq, tc.id, tc.reason)
+			}
+		})
+	}
+}
+
+// TestVerifyFindsRewrite: an edit whose author also recomputed the row's
+// hash is found at the next row, whose prev_hash no longer matches.
+func TestVerifyFindsRewrite(t *testing.T) {
+	db, raw, runs := chain(t)
+	r3 := runs[2]
+	r3.Status = "ok"
+	if _, err := raw.Exec(`UPDATE runs SET status = ?, hash = ? WHERE id = ?`, r3.Status, rowHash(r3), r3.ID); err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.Verify()
+	if err != nil || b == nil || b.Seq != 4 || b.ID != "r4" {
+		t.Errorf("Verify = %+v, %v; want seq 4 (r4)", b, err)
+	}
+}
+
+// TestFinishAfterBreak: the chain keeps growing from the stored head; the
+// break stays reported where it is.
+func TestFinishAfterBreak(t *testing.T) {
+	db, raw, _ := chain(t)
+	if _, err := raw.Exec(`UPDATE runs SET status = 'ok' WHERE id = 'r2'`); err != nil {
+		t.Fatal(err)
+	}
+	record(t, db, "r6")
+	b, err := db.Verify()
+	if err != nil || b == nil || b.ID != "r2" {
+		t.Errorf("Verify = %+v, %v; want r2", b, err)
+	}
+}

@@ -1,0 +1,133 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// DefaultPath is where the audit database lives unless NSBOX_AUDIT_DB or an
+// --audit-db flag names another file.
+const DefaultPath = "/var/lib/nsbox/audit.db"
+
+// EnvPath is the environment variable that overrides DefaultPath.
+const EnvPath = "NSBOX_AUDIT_DB"
+
+// StatusUnfinished is the status of a row between Begin and Finish; a
+// supervisor killed mid-run leaves its row so.
+const StatusUnfinished = "unfinished"
+
+// HeadBytes is how much of each output stream a row keeps.
+const HeadBytes = 1024
+
+// Limits on labels, so that a caller cannot make rows arbitrarily large.
+const (
+	MaxLabels          = 32
+	MaxLabelKeyBytes   = 128
+	MaxLabelValueBytes = 1024
+)
+
+// Path returns the database to use: flag when set, else $NSBOX_AUDIT_DB when
+// set, else DefaultPath.
+func Path(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if env := os.Getenv(EnvPath); env != "" {
+		return env
+	}
+	return DefaultPath
+}
+
+// Run is one row of the audit log.
+type Run struct {
+	ID                 string
+	Start, End         time.Time // End is zero while unfinished
+	DurationMS         int64
+	Policy             string
+	PolicySHA256       string
+	RootManifestSHA256 string
+	CodeSHA256         string
+	Code               *string // only when the policy's audit.store_code is true
+	Status             string  // the result's status; StatusUnfinished until Finish
+	ExitCode, Signal   *int
+	CPUMS              *int64
+	PeakMemoryBytes    *int64
+	StdoutBytes        int64  // total bytes the program wrote to stdout (may exceed what was kept)
+	StderrBytes        int64  // likewise for stderr
+	StdoutHead         []byte // the first HeadBytes of stdout; Finish cuts a longer one
+	StderrHead         []byte // likewise for stderr
+	StdoutTruncated    bool   // the result's stdout_truncated: output was cut at the policy's cap
+	StderrTruncated    bool   // likewise for stderr
+	Violations         []result.Violation
+	Labels             map[string]string // --label key=value
+	NsboxVersion       string
+
+	// The chain fields, set by Finish and by the queries; ignored as input.
+	Seq      int64  // position in the chain, from 1; 0 while unfinished
+	PrevHash string // hash of the finished row before this one; "" while unfinished
+	Hash     string // this row's hash (package doc); "" while unfinished
+}
+
+// Finished reports whether the row has been through Finish.
+func (r *Run) Finished() bool { return r.Seq != 0 }
+
+// ParseLabel splits a --label argument "key=value" and checks it as Begin
+// will.
+func ParseLabel(s string) (key, value string, err error) {
+	key, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", "", fmt.Errorf("label %q: want key=value", s)
+	}
+	if err := checkLabel(key, value); err != nil {
+		return "", "", err
+	}
+	return key, value, nil
+}
+
+// checkLabel is the one definition of a valid label: a non-empty key without
+// "=", both valid UTF-8 (they are printed and exported as text), both
+// bounded in size.
+func checkLabel(key, value string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("label %q: empty key", key+"="+value)
+	case strings.Contains(key, "="):
+		return fmt.Errorf("label key %q: contains \"=\"", key)
+	case !utf8.ValidString(key) || !utf8.ValidString(value):
+		return fmt.Errorf("label %q: not valid UTF-8", key)
+	case len(key) > MaxLabelKeyBytes:
+		return fmt.Errorf("label key %.20q...: longer than %d bytes", key, MaxLabelKeyBytes)
+	case len(value) > MaxLabelValueBytes:
+		return fmt.Errorf("label %q: value longer than %d bytes", key, MaxLabelValueBytes)
+	}
+	return nil
+}
+
+// checkLabels checks a whole label set.
+func checkLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%d labels, at most %d allowed", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if err := checkLabel(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clipHeads cuts the heads to HeadBytes, so what is stored, hashed and left
+// in r agree.
+func clipHeads(r *Run) {
+	if len(r.StdoutHead) > HeadBytes {
+		r.StdoutHead = r.StdoutHead[:HeadBytes]
+	}
+	if len(r.StderrHead) > HeadBytes {
+		r.StderrHead = r.StderrHead[:HeadBytes]
+	}
+}

@@ -1,0 +1,132 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the schema this package reads and writes.
+const SchemaVersion = 1
+
+// migrations[i] brings a database from version i to i+1. A new version
+// appends a step; a step never changes once released, since databases in the
+// field were built by it.
+var migrations = []string{
+	// 0 -> 1: the runs, their labels and violations.
+	`
+CREATE TABLE runs (
+	id                   TEXT PRIMARY KEY,
+	seq                  INTEGER UNIQUE,          -- position in the chain; NULL until Finish
+	start_ns             INTEGER NOT NULL,        -- Unix nanoseconds
+	end_ns               INTEGER,                 -- NULL until Finish
+	duration_ms          INTEGER NOT NULL DEFAULT 0,
+	status               TEXT NOT NULL,           -- 'unfinished' until Finish
+	policy               TEXT NOT NULL,
+	policy_sha256        TEXT NOT NULL,
+	root_manifest_sha256 TEXT NOT NULL,
+	code_sha256          TEXT NOT NULL,
+	exit_code            INTEGER,
+	signal               INTEGER,
+	cpu_ms               INTEGER,
+	peak_memory_bytes    INTEGER,
+	stdout_bytes         INTEGER NOT NULL DEFAULT 0,
+	stderr_bytes         INTEGER NOT NULL DEFAULT 0,
+	stdout_truncated     INTEGER NOT NULL DEFAULT 0,
+	stderr_truncated     INTEGER NOT NULL DEFAULT 0,
+	nsbox_version        TEXT NOT NULL,
+	prev_hash            TEXT,                    -- NULL until Finish
+	hash                 TEXT,                    -- NULL until Finish
+	-- The large values last: SQLite walks a row's overflow pages to reach
+	-- the columns after one, so queries of the small columns stay cheap.
+	stdout_head          BLOB NOT NULL DEFAULT x'',
+	stderr_head          BLOB NOT NULL DEFAULT x'',
+	code                 TEXT                     -- NULL unless the policy stores code
+);
+CREATE INDEX runs_start ON runs (start_ns);
+CREATE INDEX runs_status ON runs (status);
+
+CREATE TABLE run_labels (
+	run_id TEXT NOT NULL,                         -- runs.id
+	key    TEXT NOT NULL,
+	value  TEXT NOT NULL,
+	PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE INDEX run_labels_key ON run_labels (key, value);
+
+CREATE TABLE run_violations (
+	run_id TEXT NOT NULL,                         -- runs.id
+	idx    INTEGER NOT NULL,                      -- order in the result, from 0
+	kind   TEXT NOT NULL,
+	name   TEXT NOT NULL,
+	line   INTEGER NOT NULL,
+	col    INTEGER NOT NULL,
+	detail TEXT NOT NULL,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX run_violations_name ON run_violations (kind, name);
+`,
+}
+
+// createVersionTable is outside the numbered steps: it is what the
+// numbering is recorded in.
+const createVersionTable = `CREATE TABLE IF NOT EXISTS schema_version (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL                   -- Unix seconds
+)`
+
+// querier is what both *sql.Tx and *sql.Conn offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion reads the version of the database q is on; 0 for an empty
+// one.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	// The table is looked up first, so an empty database is version 0
+	// without matching an error message.
+	var n int
+	if err := q.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_version'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var v int
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// migrate brings the database to SchemaVersion in one write transaction.
+// The version is read again inside it: another process may have migrated
+// the database since the caller looked.
+func (db *DB) migrate(ctx context.Context) error {
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, createVersionTable); err != nil {
+			return fmt.Errorf("create schema_version: %w", err)
+		}
+		v, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this nsbox's %d", v, SchemaVersion)
+		}
+		for ; v < SchemaVersion; v++ {
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migrate schema %d -> %d: %w", v, v+1, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`,
+				v+1, time.Now().Unix()); err != nil {
+				return fmt.Errorf("record schema version %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,152 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// TopN is how many entries each ranking in Stats has at most.
+const TopN = 10
+
+// Count is how often a name was refused.
+type Count struct {
+	Name  string `json:"name"`
+	Runs  int    `json:"runs"`  // runs that had it at least once: what the ranking is by
+	Times int    `json:"times"` // violations in all, a run may repeat one
+}
+
+// PolicyTime is the duration of the finished runs of one policy.
+type PolicyTime struct {
+	Policy   string `json:"policy"`
+	Runs     int    `json:"runs"`
+	MedianMS int64  `json:"median_ms"` // nearest-rank percentiles of duration_ms
+	P95MS    int64  `json:"p95_ms"`
+	MaxMS    int64  `json:"max_ms"`
+}
+
+// Stats summarises the whole log.
+type Stats struct {
+	Total           int            `json:"total"`      // rows, finished or not
+	Unfinished      int            `json:"unfinished"` // rows still "unfinished": running, or their supervisor died
+	ByStatus        map[string]int `json:"by_status"`  // rows per status, "unfinished" included
+	TopImports      []Count        `json:"top_imports"`
+	TopEvents       []Count        `json:"top_events"`
+	SlowestPolicies []PolicyTime   `json:"slowest_policies"` // by median, then p95
+}
+
+// Stats counts runs by status, ranks the most refused imports and audit
+// events (by the number of runs that had them) and the policies whose
+// finished runs take longest. Each list has at most TopN entries.
+func (db *DB) Stats() (*Stats, error) {
+	s := &Stats{ByStatus: map[string]int{}}
+	ctx := context.Background()
+	err := db.readTx(ctx, func(q querier) error {
+		if err := countStatuses(ctx, q, s); err != nil {
+			return err
+		}
+		var err error
+		if s.TopImports, err = topViolations(ctx, q, result.ViolationImport); err != nil {
+			return err
+		}
+		if s.TopEvents, err = topViolations(ctx, q, result.ViolationEvent); err != nil {
+			return err
+		}
+		s.SlowestPolicies, err = slowestPolicies(ctx, q)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stats of audit db %s: %w", db.path, err)
+	}
+	return s, nil
+}
+
+func countStatuses(ctx context.Context, q querier, s *Stats) error {
+	rows, err := q.QueryContext(ctx, `SELECT status, count(*) FROM runs GROUP BY status`)
+	if err != nil {
+		return fmt.Errorf("count statuses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return fmt.Errorf("count statuses: %w", err)
+		}
+		s.ByStatus[status] = n
+		s.Total += n
+	}
+	s.Unfinished = s.ByStatus[StatusUnfinished]
+	return rows.Err()
+}
+
+func topViolations(ctx context.Context, q querier, kind string) ([]Count, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, count(DISTINCT run_id), count(*) FROM run_violations
+		WHERE kind = ? GROUP BY name ORDER BY 2 DESC, 3 DESC, name LIMIT ?`, kind, TopN)
+	if err != nil {
+		return nil, fmt.Errorf("rank %s violations: %w", kind, err)
+	}
+	defer rows.Close()
+	out := []Count{}
+	for rows.Next() {
+		var c Count
+		if err := rows.Scan(&c.Name, &c.Runs, &c.Times); err != nil {
+			return nil, fmt.Errorf("rank %s violations: %w", kind, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// slowestPolicies reads the durations sorted by policy and duration, so the
+// percentiles are an index into each policy's run.
+func slowestPolicies(ctx context.Context, q querier) ([]PolicyTime, error) {
+	rows, err := q.QueryContext(ctx,
+		`SELECT policy, duration_ms FROM runs WHERE seq IS NOT NULL ORDER BY policy, duration_ms`)
+	if err != nil {
+		return nil, fmt.Errorf("read durations: %w", err)
+	}
+	defer rows.Close()
+	out := []PolicyTime{}
+	var policy string
+	var durations []int64
+	flush := func() {
+		if len(durations) > 0 {
+			out = append(out, PolicyTime{
+				Policy: policy, Runs: len(durations), MaxMS: durations[len(durations)-1],
+				MedianMS: nearestRank(durations, 0.50), P95MS: nearestRank(durations, 0.95),
+			})
+		}
+	}
+	for rows.Next() {
+		var p string
+		var d int64
+		if err := rows.Scan(&p, &d); err != nil {
+			return nil, fmt.Errorf("read durations: %w", err)
+		}
+		if p != policy || durations == nil {
+			flush()
+			policy, durations = p, []int64{}
+		}
+		durations = append(durations, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read durations: %w", err)
+	}
+	flush()
+	slices.SortStableFunc(out, func(a, b PolicyTime) int {
+		return cmp.Or(cmp.Compare(b.MedianMS, a.MedianMS), cmp.Compare(b.P95MS, a.P95MS), cmp.Compare(a.Policy, b.Policy))
+	})
+	return out[:min(TopN, len(out))], nil
+}
+
+// nearestRank returns the p-th percentile of sorted by the nearest-rank
+// method: the smallest value with at least p of the values at or below it.
+func nearestRank(sorted []int64, p float64) int64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
