@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,53 +17,65 @@ import (
 // The schema. Every key is required except description and [env]: a policy
 // states all of its limits, so nothing depends on a default hidden in code.
 var (
-	topKeys     = []string{"description", "python", "limits", "filesystem", "sandbox", "env"}
+	topKeys     = []string{"description", "python", "limits", "filesystem", "sandbox", "allowlist", "audit", "env"}
 	sectionKeys = map[string][]string{
 		"python":     {"root", "verify"},
 		"limits":     {"timeout", "output_limit", "memory", "pids", "cpus", "cpu_time", "open_files", "file_size", "stack"},
 		"filesystem": {"tmp_size", "shm_size"},
 		"sandbox":    {"require", "seccomp", "landlock"},
+		"allowlist":  {"imports", "deny_builtins", "deny_events", "strict_attributes"},
+		"audit":      {"store_code"},
 	}
-	sectionOrder = []string{"python", "limits", "filesystem", "sandbox"}
+	sectionOrder = []string{"python", "limits", "filesystem", "sandbox", "allowlist", "audit"}
 
 	// allowed is the "(allowed: ...)" text for each leaf key.
 	allowed = map[string]string{
-		"description":         "any string",
-		"python.root":         `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`,
-		"python.verify":       `"quick" (the manifest and critical files, every run) or "full" (re-hash every file first)`,
-		"limits.timeout":      timeoutRange.String(),
-		"limits.output_limit": outputRange.String(),
-		"limits.memory":       memoryRange.String(),
-		"limits.pids":         pidsRange.String(),
-		"limits.cpus":         cpusRange.String(),
-		"limits.cpu_time":     cpuTimeRange.String() + " in whole seconds",
-		"limits.open_files":   openFilesRange.String(),
-		"limits.file_size":    fileSizeRange.String(),
-		"limits.stack":        stackRange.String(),
-		"filesystem.tmp_size": tmpfsRange.String(),
-		"filesystem.shm_size": tmpfsRange.String(),
-		"sandbox.require":     `an array of distinct names from ` + strings.Join(Requirements, ", "),
-		"sandbox.seccomp":     `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") + `) or an absolute, clean path to an OCI seccomp JSON file`,
-		"sandbox.landlock":    "true or false",
+		"description":                 "any string",
+		"python.root":                 `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`,
+		"python.verify":               `"quick" (the manifest and critical files, every run) or "full" (re-hash every file first)`,
+		"limits.timeout":              timeoutRange.String(),
+		"limits.output_limit":         outputRange.String(),
+		"limits.memory":               memoryRange.String(),
+		"limits.pids":                 pidsRange.String(),
+		"limits.cpus":                 cpusRange.String(),
+		"limits.cpu_time":             cpuTimeRange.String() + " in whole seconds",
+		"limits.open_files":           openFilesRange.String(),
+		"limits.file_size":            fileSizeRange.String(),
+		"limits.stack":                stackRange.String(),
+		"filesystem.tmp_size":         tmpfsRange.String(),
+		"filesystem.shm_size":         tmpfsRange.String(),
+		"sandbox.require":             `an array of distinct names from ` + strings.Join(Requirements, ", "),
+		"sandbox.seccomp":             `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") + `) or an absolute, clean path to an OCI seccomp JSON file`,
+		"sandbox.landlock":            "true or false",
+		"allowlist.imports":           `an array of top-level module names such as ["math", "json"], or ["*"] for every module`,
+		"allowlist.deny_builtins":     "an array of distinct names from " + strings.Join(DenyableBuiltins, ", "),
+		"allowlist.deny_events":       `an array of PEP 578 audit event names such as ["subprocess.Popen", "socket.connect"]`,
+		"allowlist.strict_attributes": "true or false",
+		"audit.store_code":            "true or false",
 	}
 	// example is a line to paste when a required key is missing.
 	example = map[string]string{
-		"python.root":         `root = "base"`,
-		"python.verify":       `verify = "quick"`,
-		"limits.timeout":      `timeout = "30s"`,
-		"limits.output_limit": `output_limit = "1MiB"`,
-		"limits.memory":       `memory = "512MiB"`,
-		"limits.pids":         `pids = 64`,
-		"limits.cpus":         `cpus = 1.0`,
-		"limits.cpu_time":     `cpu_time = "30s"`,
-		"limits.open_files":   `open_files = 1024`,
-		"limits.file_size":    `file_size = "64MiB"`,
-		"limits.stack":        `stack = "8MiB"`,
-		"filesystem.tmp_size": `tmp_size = "64MiB"`,
-		"filesystem.shm_size": `shm_size = "16MiB"`,
-		"sandbox.require":     `require = ["namespaces", "cgroups", "seccomp"]`,
-		"sandbox.seccomp":     `seccomp = "default"`,
-		"sandbox.landlock":    `landlock = true`,
+		"python.root":                 `root = "base"`,
+		"python.verify":               `verify = "quick"`,
+		"limits.timeout":              `timeout = "30s"`,
+		"limits.output_limit":         `output_limit = "1MiB"`,
+		"limits.memory":               `memory = "512MiB"`,
+		"limits.pids":                 `pids = 64`,
+		"limits.cpus":                 `cpus = 1.0`,
+		"limits.cpu_time":             `cpu_time = "30s"`,
+		"limits.open_files":           `open_files = 1024`,
+		"limits.file_size":            `file_size = "64MiB"`,
+		"limits.stack":                `stack = "8MiB"`,
+		"filesystem.tmp_size":         `tmp_size = "64MiB"`,
+		"filesystem.shm_size":         `shm_size = "16MiB"`,
+		"sandbox.require":             `require = ["namespaces", "cgroups", "seccomp"]`,
+		"sandbox.seccomp":             `seccomp = "default"`,
+		"sandbox.landlock":            `landlock = true`,
+		"allowlist.imports":           `imports = ["math", "json"]`,
+		"allowlist.deny_builtins":     `deny_builtins = ["eval", "exec"]`,
+		"allowlist.deny_events":       `deny_events = ["subprocess.Popen"]`,
+		"allowlist.strict_attributes": `strict_attributes = false`,
+		"audit.store_code":            `store_code = false`,
 	}
 )
 
@@ -88,7 +102,8 @@ func parse(name, file string, data []byte) (*Policy, error) {
 	if err := d.checkKeys(md.Keys()); err != nil {
 		return nil, err
 	}
-	p := &Policy{Name: name, Env: map[string]string{}}
+	sum := sha256.Sum256(data)
+	p := &Policy{Name: name, Env: map[string]string{}, SHA256: hex.EncodeToString(sum[:])}
 	if err := d.fill(p); err != nil {
 		return nil, err
 	}
@@ -164,6 +179,22 @@ func (d *decoder) fill(p *Policy) error {
 	var err error
 	py, lim, fs, sb := d.tree["python"].(map[string]any), d.tree["limits"].(map[string]any),
 		d.tree["filesystem"].(map[string]any), d.tree["sandbox"].(map[string]any)
+	al, au := d.tree["allowlist"].(map[string]any), d.tree["audit"].(map[string]any)
+	if p.Allowlist.Imports, err = d.strs("allowlist.imports", al["imports"]); err != nil {
+		return err
+	}
+	if p.Allowlist.DenyBuiltins, err = d.strs("allowlist.deny_builtins", al["deny_builtins"]); err != nil {
+		return err
+	}
+	if p.Allowlist.DenyEvents, err = d.strs("allowlist.deny_events", al["deny_events"]); err != nil {
+		return err
+	}
+	if p.Allowlist.StrictAttributes, err = d.boolean("allowlist.strict_attributes", al["strict_attributes"]); err != nil {
+		return err
+	}
+	if p.Audit.StoreCode, err = d.boolean("audit.store_code", au["store_code"]); err != nil {
+		return err
+	}
 	if p.Python.Root, err = d.str("python.root", py["root"]); err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 // 3 [python], 4 root, 5 verify, 7 [limits], 8 timeout,
 // 9 output_limit, 10 memory, 11 pids, 12 cpus, 13 cpu_time, 14 open_files,
 // 15 file_size, 16 stack, 18 [filesystem], 19 tmp_size, 20 shm_size,
-// 22 [sandbox], 23 require, 24 seccomp, 25 landlock.
+// 22 [sandbox], 23 require, 24 seccomp, 25 landlock, 27 [allowlist],
+// 28 imports, 29 deny_builtins, 30 deny_events, 31 strict_attributes,
+// 33 [audit], 34 store_code.
 const base = `description = "test"
 
 [python]
@@ -37,6 +39,15 @@ shm_size = "8MiB"
 require = ["namespaces", "cgroups", "seccomp"]
 seccomp = "strict"
 landlock = true
+
+[allowlist]
+imports = ["math", "json"]
+deny_builtins = ["eval", "open"]
+deny_events = ["os.system"]
+strict_attributes = true
+
+[audit]
+store_code = false
 `
 
 func edit(old, new string) string {
@@ -61,6 +72,8 @@ func TestParseValid(t *testing.T) {
 		{"dotted keys", "python.root = \"/p\"\npython.verify = \"full\"\nlimits = { timeout = \"1s\", output_limit = 2048, " +
 			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\" }\n" +
 			"sandbox = { require = [], seccomp = \"none\", landlock = false }\n" +
+			"allowlist = { imports = [\"*\"], deny_builtins = [], deny_events = [], strict_attributes = false }\n" +
+			"audit = { store_code = true }\n" +
 			"[filesystem]\ntmp_size = \"1MiB\"\nshm_size = \"1MiB\"\n",
 			func(p *Policy) bool {
 				return p.Python.Root == "/p" && p.Python.Verify == VerifyFull && p.Limits.OutputLimit == 2*kib
@@ -68,6 +81,10 @@ func TestParseValid(t *testing.T) {
 		{"integer cpus", edit("cpus = 1.0", "cpus = 2"), func(p *Policy) bool { return p.Limits.CPUs == 2 && p.Limits.Threads() == 2 }},
 		{"fractional cpus round up threads", edit("cpus = 1.0", "cpus = 0.5"), func(p *Policy) bool { return p.Limits.Threads() == 1 }},
 		{"seccomp path", edit(`seccomp = "strict"`, `seccomp = "/etc/nsbox/my.json"`), func(p *Policy) bool { return p.Sandbox.Seccomp == "/etc/nsbox/my.json" }},
+		{"all imports", edit(`imports = ["math", "json"]`, `imports = ["*"]`), func(p *Policy) bool { return p.Allowlist.AllowsEverything() }},
+		{"allowlist", base, func(p *Policy) bool {
+			return !p.Allowlist.AllowsEverything() && len(p.Allowlist.Imports) == 2 && p.Allowlist.StrictAttributes && len(p.SHA256) == 64
+		}},
 		{"nothing required", edit(`["namespaces", "cgroups", "seccomp"]`, "[]"), func(p *Policy) bool { return len(p.Sandbox.Require) == 0 && !p.Requires("cgroups") }},
 		{"multi-line array", edit(`["namespaces", "cgroups", "seccomp"]`, "[\n  \"namespaces\", # always\n  \"cgroups\",\n]"),
 			func(p *Policy) bool { return len(p.Sandbox.Require) == 2 }},
@@ -97,15 +114,15 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Unknown keys.
 		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
-			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, sandbox, env", "(timeout belongs in [limits])"}},
+			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, sandbox, allowlist, audit, env", "(timeout belongs in [limits])"}},
 		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
 			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
 			[]string{`did you mean "timeout"?`}},
 		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 19, "filesystem.timeout",
 			[]string{"(timeout belongs in [limits])", "allowed in [filesystem]: tmp_size, shm_size"}},
-		{"unknown table", base + "\n[network]\nallow = true\n", 27, "network", []string{"unknown table"}},
-		{"unknown subtable", base + "[limits.swap]\nmax = 1\n", 26, "limits.swap", []string{"unknown table", "allowed in [limits]"}},
+		{"unknown table", base + "\n[network]\nallow = true\n", 36, "network", []string{"unknown table"}},
+		{"unknown subtable", base + "[limits.swap]\nmax = 1\n", 35, "limits.swap", []string{"unknown table", "allowed in [limits]"}},
 		{"unknown dotted key", edit(`timeout = "10s"`, "timeout = \"10s\"\nswap.max = \"1GiB\""), 9, "limits.swap", []string{"unknown table"}},
 		{"unknown inline key", edit(`description = "test"`, `x = { y = 1 }`), 1, "x", []string{"unknown table"}},
 		{"after multi-line string", edit(`description = "test"`, "description = \"\"\"\ntimout = 1\n[limits]\n\"\"\"\ntimout = 1"), 5, "timout", []string{"unknown key"}},
@@ -143,12 +160,12 @@ func TestParseErrors(t *testing.T) {
 		{"host root", edit(`root = "base"`, `root = "/"`), 4, "python.root", []string{"host's own root"}},
 		{"root not string", edit(`root = "base"`, `root = ["base"]`), 4, "python.root", []string{"must be a string, not an array"}},
 		{"bad verify", edit(`verify = "quick"`, `verify = "fast"`), 5, "python.verify", []string{`"fast" is not a verification level`, `"quick"`, `"full"`}},
-		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 28, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
-		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 27, "env.PATH", []string{"nsbox sets it itself"}},
-		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 27, `env.1X`, []string{"not a valid variable name"}},
-		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 27, `env."A B"`, []string{"not a valid variable name"}},
-		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 27, "env.X", []string{"NUL"}},
-		{"env not string", base + "[env]\nX = 1\n", 27, "env.X", []string{"must be a string, not an integer"}},
+		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 37, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
+		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 36, "env.PATH", []string{"nsbox sets it itself"}},
+		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 36, `env.1X`, []string{"not a valid variable name"}},
+		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 36, `env."A B"`, []string{"not a valid variable name"}},
+		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 36, "env.X", []string{"NUL"}},
+		{"env not string", base + "[env]\nX = 1\n", 36, "env.X", []string{"must be a string, not an integer"}},
 		{"memory too small", edit(`"256MiB"`, `"1MiB"`), 10, "limits.memory", []string{"1MiB is below the minimum 16MiB (allowed: 16MiB..64GiB)"}},
 		{"pids not integer", edit("pids = 32", `pids = "32"`), 11, "limits.pids", []string{"must be an integer, not a string", "4..4096"}},
 		{"pids too many", edit("pids = 32", "pids = 100000"), 11, "limits.pids", []string{"100000 exceeds the maximum 4096"}},
@@ -167,8 +184,14 @@ func TestParseErrors(t *testing.T) {
 		{"landlock off but required", strings.Replace(edit(`"cgroups", "seccomp"]`, `"cgroups", "landlock"]`), "landlock = true", "landlock = false", 1),
 			25, "sandbox.landlock", []string{"contradicts sandbox.require"}},
 		{"landlock not bool", edit("landlock = true", `landlock = "yes"`), 25, "sandbox.landlock", []string{"must be a boolean, not a string"}},
-		{"reserved thread env", base + "[env]\nOMP_NUM_THREADS = \"8\"\n", 27, "env.OMP_NUM_THREADS", []string{"from limits.cpus"}},
-		{"env nested", base + "[env.X]\nY = \"1\"\n", 26, "env.X", []string{"must be a string, not a table"}},
+		{"reserved thread env", base + "[env]\nOMP_NUM_THREADS = \"8\"\n", 36, "env.OMP_NUM_THREADS", []string{"from limits.cpus"}},
+		{"star with others", edit(`imports = ["math", "json"]`, `imports = ["*", "math"]`), 28, "allowlist.imports", []string{`"*" allows every module and must be the only entry`}},
+		{"dotted module", edit(`imports = ["math", "json"]`, `imports = ["os.path"]`), 28, "allowlist.imports", []string{`"os.path" is not a top-level module name`}},
+		{"module twice", edit(`imports = ["math", "json"]`, `imports = ["math", "math"]`), 28, "allowlist.imports", []string{"listed twice"}},
+		{"unknown builtin", edit(`deny_builtins = ["eval", "open"]`, `deny_builtins = ["print"]`), 29, "allowlist.deny_builtins", []string{`"print" cannot be denied`, "getattr"}},
+		{"bad event", edit(`deny_events = ["os.system"]`, `deny_events = ["os system"]`), 30, "allowlist.deny_events", []string{"not an audit event name"}},
+		{"store_code string", edit("store_code = false", `store_code = "yes"`), 34, "audit.store_code", []string{"must be a boolean"}},
+		{"env nested", base + "[env.X]\nY = \"1\"\n", 35, "env.X", []string{"must be a string, not a table"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

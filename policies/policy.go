@@ -21,6 +21,9 @@ type Policy struct {
 	Limits      Limits            `toml:"limits"`
 	Filesystem  Filesystem        `toml:"filesystem"`
 	Sandbox     Sandbox           `toml:"sandbox"`
+	Allowlist   Allowlist         `toml:"allowlist"`
+	Audit       Audit             `toml:"audit"`
+	SHA256      string            `toml:"-"`   // of the policy's TOML text, recorded in the audit log
 	Env         map[string]string `toml:"env"` // never nil after parsing
 }
 
@@ -70,6 +73,27 @@ type Sandbox struct {
 	Require  []string `toml:"require"`
 	Seccomp  string   `toml:"seccomp"`  // "none", a built-in profile name, or an absolute path to an OCI seccomp JSON file
 	Landlock bool     `toml:"landlock"` // add a Landlock ruleset (read-only except /workspace, /tmp, /dev/shm) when the kernel has it
+}
+
+// Allowlist is the Python policy layer (sandbox/pyrunner): which modules
+// the program may import and what it may not call. It is policy and
+// telemetry; the OS sandbox is the security boundary.
+type Allowlist struct {
+	Imports          []string `toml:"imports"`           // top-level module names; ["*"] allows every import
+	DenyBuiltins     []string `toml:"deny_builtins"`     // builtins the program cannot use (see DenyableBuiltins)
+	DenyEvents       []string `toml:"deny_events"`       // PEP 578 audit events refused at run time, e.g. "subprocess.Popen"
+	StrictAttributes bool     `toml:"strict_attributes"` // refuse attribute names starting with "_" and modules reached as attributes unless allowed
+}
+
+// AllImports is the Allowlist.Imports entry that allows every module.
+const AllImports = "*"
+
+// DenyableBuiltins are the builtins a policy may deny.
+var DenyableBuiltins = []string{"eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "vars", "globals", "locals", "open"}
+
+// Audit configures the run's record in the audit log.
+type Audit struct {
+	StoreCode bool `toml:"store_code"` // keep the program's source in the log (its SHA-256 is always kept)
 }
 
 // Requirements are the protections a policy can require, in check order.

@@ -109,6 +109,9 @@ func (p *Policy) validate(file string, line func(string) int) error {
 	if err := p.validateSandbox(at); err != nil {
 		return err
 	}
+	if err := p.validateAllowlist(at); err != nil {
+		return err
+	}
 	for _, name := range sortedKeys(p.Env) {
 		key := toml.Key{"env", name}.String()
 		switch {
@@ -214,4 +217,48 @@ func (r floatRange) problem(v float64) string {
 		return fmt.Sprintf("%g is not a finite number (allowed: %s)", v, r)
 	}
 	return rangeProblem(v < r.min, v > r.max, fmt.Sprint(v), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
+}
+
+// moduleName is a top-level Python module name.
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// eventName is a PEP 578 audit event name such as "subprocess.Popen".
+var eventName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+
+// validateAllowlist checks [allowlist]: module names (or "*" alone),
+// known builtins and well-formed event names, none twice.
+func (p *Policy) validateAllowlist(at func(key, format string, args ...any) error) error {
+	a := p.Allowlist
+	for i, m := range a.Imports {
+		switch {
+		case m == AllImports && len(a.Imports) != 1:
+			return at("allowlist.imports", `element %d: "*" allows every module and must be the only entry (allowed: %s)`, i+1, allowed["allowlist.imports"])
+		case m != AllImports && !moduleName.MatchString(m):
+			return at("allowlist.imports", "element %d: %q is not a top-level module name (allowed: %s)", i+1, m, allowed["allowlist.imports"])
+		case slices.Index(a.Imports, m) != i:
+			return at("allowlist.imports", "element %d: %q is listed twice", i+1, m)
+		}
+	}
+	for i, b := range a.DenyBuiltins {
+		switch {
+		case !slices.Contains(DenyableBuiltins, b):
+			return at("allowlist.deny_builtins", "element %d: %q cannot be denied (allowed: %s)", i+1, b, allowed["allowlist.deny_builtins"])
+		case slices.Index(a.DenyBuiltins, b) != i:
+			return at("allowlist.deny_builtins", "element %d: %q is listed twice", i+1, b)
+		}
+	}
+	for i, e := range a.DenyEvents {
+		switch {
+		case !eventName.MatchString(e):
+			return at("allowlist.deny_events", "element %d: %q is not an audit event name (allowed: %s)", i+1, e, allowed["allowlist.deny_events"])
+		case slices.Index(a.DenyEvents, e) != i:
+			return at("allowlist.deny_events", "element %d: %q is listed twice", i+1, e)
+		}
+	}
+	return nil
+}
+
+// AllowsEverything reports whether the policy's import allowlist is "*".
+func (a Allowlist) AllowsEverything() bool {
+	return len(a.Imports) == 1 && a.Imports[0] == AllImports
 }

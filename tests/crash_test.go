@@ -19,7 +19,7 @@ func TestSandboxDiesWithSupervisor(t *testing.T) {
 	ws := sandboxWorkspace(t)
 	state := t.TempDir()
 	nsbox(t, run{
-		args:  []string{"run", "--workspace", ws, "-c", escapeCode(true)},
+		args:  []string{"run", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)},
 		state: state,
 		whileRuns: func(p *os.Process) {
 			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
@@ -52,13 +52,18 @@ func TestNoInheritedDescriptors(t *testing.T) {
 import os
 fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
 print("FDS", fds)
+print("FD6", os.readlink("/proc/self/fd/6"), oct(int(open("/proc/self/fdinfo/6").read().split("flags:")[1].split()[0], 8) & 3))
 print("CWD", os.getcwd(), "SID", os.getsid(0), "PID", os.getpid())
 `
 	o := runPy(t, "default", code)
 	o.wantStatus(t, result.StatusOK)
-	// 0-2 are stdio; 3 is the directory listdir itself holds open.
-	if !strings.Contains(o.res.Stdout, "FDS [0, 1, 2, 3]") {
+	// 0-2 are stdio; 3 is the directory listdir itself holds open; 6 is
+	// the runner's report pipe to the supervisor, write-only.
+	if !strings.Contains(o.res.Stdout, "FDS [0, 1, 2, 3, 6]") {
 		t.Errorf("unexpected descriptors inside: %s", o.res.Stdout)
+	}
+	if !strings.Contains(o.res.Stdout, "FD6 pipe:[") || !strings.Contains(o.res.Stdout, " 0o1\n") {
+		t.Errorf("fd 6 is not the write end of a pipe: %s", o.res.Stdout)
 	}
 	// Session leader (setsid): no controlling terminal to inject into.
 	if !strings.Contains(o.res.Stdout, "CWD /workspace SID 1 PID 1") {

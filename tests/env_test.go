@@ -76,17 +76,17 @@ func TestNonUTF8Output(t *testing.T) {
 // TestJSONResultShape checks the documented fields of an ok result.
 func TestJSONResultShape(t *testing.T) {
 	needRoot(t)
-	o := runPy(t, "strict", `print("hi")`)
+	o := runPyLayer(t, "strict", `print("hi")`)
 	o.wantStatus(t, result.StatusOK)
 	r := o.res
 	if r.Schema != 1 || len(r.ID) == 0 || r.ExitCode == nil || *r.ExitCode != 0 || r.Signal != nil ||
-		r.Stdout != "hi\n" || r.Policy != "strict" || r.DurationMS <= 0 || r.Error != nil {
+		r.Stdout != "hi\n" || r.Policy != "strict" || r.DurationMS <= 0 || r.Error != nil || r.Violations == nil {
 		t.Errorf("unexpected result %+v", r)
 	}
 	var raw map[string]any
 	json.Unmarshal(o.stdout, &raw)
 	for _, k := range []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
-		"stdout_truncated", "stderr_truncated", "duration_ms", "policy"} {
+		"stdout_truncated", "stderr_truncated", "duration_ms", "policy", "violations"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("result lacks %q: %s", k, o.stdout)
 		}

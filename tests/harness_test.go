@@ -68,6 +68,7 @@ type run struct {
 	env       []string          // added to the test's environment
 	state     string            // NSBOX_STATE_DIR; a fresh one when ""
 	via       []string          // a command that runs nsbox: via... NSBOX_BIN args...
+	auditDB   string            // NSBOX_AUDIT_DB; STATE/audit.db when ""
 	whileRuns func(*os.Process) // called once nsbox started
 }
 
@@ -90,7 +91,10 @@ func nsbox(t *testing.T, r run) *outcome {
 	}
 	argv := append(append(append([]string{}, r.via...), nsboxBin), r.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(append(os.Environ(), "NSBOX_STATE_DIR="+r.state), r.env...)
+	if r.auditDB == "" {
+		r.auditDB = filepath.Join(r.state, "audit.db")
+	}
+	cmd.Env = append(append(os.Environ(), "NSBOX_STATE_DIR="+r.state, "NSBOX_AUDIT_DB="+r.auditDB), r.env...)
 	cmd.Stdin = strings.NewReader(r.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -110,7 +114,7 @@ func nsbox(t *testing.T, r run) *outcome {
 	o.exit = cmd.ProcessState.ExitCode()
 	o.rusage, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	for _, a := range r.args {
-		if a == "--json" {
+		if a == "--json" && len(r.args) > 0 && r.args[0] == "run" {
 			var res result.Result
 			dec := json.NewDecoder(bytes.NewReader(o.stdout))
 			dec.DisallowUnknownFields()
@@ -126,11 +130,45 @@ func nsbox(t *testing.T, r run) *outcome {
 	return o
 }
 
-// runPy runs code under a policy with --json and returns the outcome.
+// runPy runs code under a policy with --json and returns the outcome. A
+// built-in policy name means its OS-only variant (osOnly): these tests
+// attack the OS sandbox, which must hold by itself; the Python layer in
+// front of it is tested with the real built-ins by runPyLayer.
 func runPy(t *testing.T, policy, code string, extra ...string) *outcome {
+	t.Helper()
+	if !strings.Contains(policy, "/") {
+		policy = osOnly(t, policy)
+	}
+	return runPyLayer(t, policy, code, extra...)
+}
+
+// runPyLayer runs code under exactly the policy given, Python layer and all.
+func runPyLayer(t *testing.T, policy, code string, extra ...string) *outcome {
 	t.Helper()
 	args := append([]string{"run", "--json", "--policy", policy}, extra...)
 	return nsbox(t, run{args: append(args, "-c", code)})
+}
+
+// osOnly writes a copy of the built-in policy name whose Python layer
+// allows everything and denies nothing ([allowlist] as in permissive), so
+// an attack reaches the OS sandbox, and returns its path.
+func osOnly(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "policies", name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	i, j := strings.Index(s, "\n[allowlist]\n"), strings.Index(s, "\n[audit]\n")
+	if i < 0 || j < i {
+		t.Fatalf("%s.toml has no [allowlist] before [audit]", name)
+	}
+	s = s[:i] + "\n[allowlist]\nimports = [\"*\"]\ndeny_builtins = []\ndeny_events = []\nstrict_attributes = false\n" + s[j:]
+	p := filepath.Join(t.TempDir(), name+"-os-only.toml")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // wantStatus fails the test unless the run ended with status.

@@ -80,7 +80,7 @@ func heartbeatsStopped(t *testing.T, ws string) {
 func TestTimeoutKillsEveryProcess(t *testing.T) {
 	needRoot(t)
 	ws := sandboxWorkspace(t)
-	o := nsbox(t, run{args: []string{"run", "--json", "--timeout", "2s", "--workspace", ws, "-c", escapeCode(true)}})
+	o := nsbox(t, run{args: []string{"run", "--json", "--timeout", "2s", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)}})
 	o.wantStatus(t, result.StatusTimeout)
 	if o.exit != 124 {
 		t.Errorf("exit %d, want 124", o.exit)
@@ -100,7 +100,7 @@ func TestTimeoutKillsEveryProcess(t *testing.T) {
 func TestNormalExitKillsLeftovers(t *testing.T) {
 	needRoot(t)
 	ws := sandboxWorkspace(t)
-	o := nsbox(t, run{args: []string{"run", "--json", "--workspace", ws, "-c", escapeCode(false)}})
+	o := nsbox(t, run{args: []string{"run", "--json", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(false)}})
 	o.wantStatus(t, result.StatusOK)
 	heartbeatsStopped(t, ws)
 }
@@ -112,7 +112,7 @@ func TestStopByHand(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			ws := sandboxWorkspace(t)
 			o := nsbox(t, run{
-				args: []string{"run", "--json", "--workspace", ws, "-c", escapeCode(true)},
+				args: []string{"run", "--json", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)},
 				whileRuns: func(p *os.Process) {
 					if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
 						t.Errorf("payload never got ready")
@@ -163,7 +163,7 @@ import sys
 for _ in range(4096):
     sys.stderr.write("e" * 1024)
 `
-	o := nsbox(t, run{args: []string{"run", "--policy", "strict", "--output-limit", "4KiB", "-c", code}})
+	o := nsbox(t, run{args: []string{"run", "--policy", osOnly(t, "strict"), "--output-limit", "4KiB", "-c", code}})
 	if o.exit != 137 {
 		t.Errorf("exit %d, want 137", o.exit)
 	}

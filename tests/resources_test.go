@@ -235,7 +235,7 @@ func TestCrashedSupervisorCgroupSwept(t *testing.T) {
 	ws := sandboxWorkspace(t)
 	state := t.TempDir()
 	nsbox(t, run{
-		args:  []string{"run", "--workspace", ws, "-c", escapeCode(true)},
+		args:  []string{"run", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)},
 		state: state,
 		whileRuns: func(p *os.Process) {
 			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {

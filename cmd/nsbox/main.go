@@ -27,10 +27,12 @@ func main() {
 			"capped output. See README.md for the policy format and docs/result-schema.md for --json.",
 		Commands: []*cli.Command{
 			runCommand(),
+			checkCommand(),
 			doctorCommand(),
 			rootfsCommand(),
 			initCommand(),
 			probeCommand(),
+			auditCommand(),
 		},
 		HideHelpCommand: true,
 	}

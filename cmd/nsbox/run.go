@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -36,6 +37,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "wall-clock limit, at most the policy's (e.g. 2s)"},
 			&cli.StringFlag{Name: "output-limit", Usage: "byte cap per stream, at most the policy's (e.g. 16KiB)"},
 			&cli.StringFlag{Name: "workspace", Usage: "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"},
+			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
+			&cli.StringFlag{Name: "audit-db", Usage: "audit log database (default $NSBOX_AUDIT_DB or " + audit.DefaultPath + ")"},
 		},
 		Action: runAction,
 		// A caller that asked for JSON gets one result object even when
@@ -120,6 +123,21 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	if err != nil {
 		return nil, &inputError{"input", err}
 	}
+	labels, err := parseLabels(c.StringSlice("label"))
+	if err != nil {
+		return nil, &inputError{"input", err}
+	}
+	// Every run is recorded: a run that cannot be is not started.
+	db, err := audit.Open(audit.Path(c.String("audit-db")))
+	if err != nil {
+		return nil, &inputError{"audit", err}
+	}
+	defer db.Close()
+	id := supervisor.NewID()
+	rec, err := auditBegin(db, id, pol, code, labels)
+	if err != nil {
+		return nil, &inputError{"audit", err}
+	}
 
 	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
 	// the sandbox is torn down and the result still reported.
@@ -141,11 +159,18 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		StateDir:  supervisor.StateDir(),
 		Version:   version,
 		Log:       os.Stderr, // "building the base root" on first use; stdout stays the result's
+		ID:        id,
+		Stats:     &supervisor.Stats{},
 	}
 	if !jsonOut {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr
 	}
-	return supervisor.Run(ctx, o), nil
+	r := supervisor.Run(ctx, o)
+	if err := auditFinish(db, rec, r, o.Stats); err != nil {
+		// The run happened and its result stands; its row stays unfinished.
+		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
+	}
+	return r, nil
 }
 
 // parseSize reads --output-limit: a size with a unit ("16KiB") or a plain

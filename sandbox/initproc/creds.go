@@ -111,9 +111,17 @@ func setNoNewPrivs() error {
 // the program lets it reach the host filesystem through /proc/self/fd.
 // CLOEXEC rather than close: the sync socket must stay usable to report a
 // failed execve, and its closing at exec tells the supervisor exec worked.
-func closeExtraFDs() error {
+func closeExtraFDs(keep int) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close_range(3, ~0, CLOSE_RANGE_CLOEXEC): %w", err)
+	}
+	if keep == 0 {
+		return nil
+	}
+	// The report pipe: a write end only, to the supervisor; it reaches no
+	// host file.
+	if _, err := unix.FcntlInt(uintptr(keep), unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("fcntl(%d, F_SETFD, 0): %w", keep, err)
 	}
 	return nil
 }

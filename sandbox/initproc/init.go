@@ -135,8 +135,9 @@ func run(syncFD int) error {
 	if err := verifyCwd(s.Cwd); err != nil {
 		return spec.StepError("verify cwd", err)
 	}
-	// Nothing but stdio survives execve (CVE-2024-21626).
-	if err := closeExtraFDs(); err != nil {
+	// Nothing but stdio (and the runner's report pipe) survives execve
+	// (CVE-2024-21626).
+	if err := closeExtraFDs(s.ReportFD); err != nil {
 		return spec.StepError("close fds", err)
 	}
 	// Resource limits the cgroup cannot express: no core dumps, fewer

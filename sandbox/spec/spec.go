@@ -72,6 +72,10 @@ type Spec struct {
 	Argv     []string `json:"argv"` // Argv[0] is the absolute path executed inside the root
 	Env      []string `json:"env"`
 	Cwd      string   `json:"cwd"`
+	// ReportFD, when not 0, is the write end of the pipe on which the
+	// Python runner reports policy violations; it is the one descriptor
+	// besides stdio that survives execve.
+	ReportFD int `json:"report_fd"`
 	// Rlimits are lowered (never raised) right before execve.
 	Rlimits []Rlimit `json:"rlimits"`
 	// Landlock asks for a Landlock ruleset: read-only everywhere except
@@ -128,6 +132,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.RootFD < 3 {
 		return fmt.Errorf("spec: root fd %d is not an inherited descriptor", s.RootFD)
+	}
+	if s.ReportFD != 0 && s.ReportFD < 3 {
+		return fmt.Errorf("spec: report fd %d is not an inherited descriptor", s.ReportFD)
 	}
 	for _, b := range s.Binds {
 		if b.FD < 3 {

@@ -43,16 +43,9 @@ func programEnv(p *policies.Policy) []string {
 	return env
 }
 
-// programArgv runs the interpreter on the source it reads from stdin:
-// -s keeps a user site directory out of sys.path; -P (Python 3.11+) keeps
-// the cwd (/workspace) out of it too, so a module a run leaves in a reused
-// workspace cannot shadow the standard library in the next; "-" reads the
-// program from stdin (which is then at EOF for the program itself).
-func programArgv(interpreter string) []string {
-	return []string{interpreter, "-s", "-P", "-"}
-}
-
-func newSpec(p *policies.Policy, id, interpreter string, binds []spec.Bind) *spec.Spec {
+// newSpec describes the run for the init; argv is the runner's command
+// line (pyrunner.Argv): the interpreter with -s -P, the runner, its config.
+func newSpec(p *policies.Policy, id string, argv []string, binds []spec.Bind) *spec.Spec {
 	return &spec.Spec{
 		Version:  spec.Version,
 		RunID:    id,
@@ -61,7 +54,7 @@ func newSpec(p *policies.Policy, id, interpreter string, binds []spec.Bind) *spe
 		TmpSize:  int64(p.Filesystem.TmpSize),
 		ShmSize:  int64(p.Filesystem.ShmSize),
 		Hostname: Hostname,
-		Argv:     programArgv(interpreter),
+		Argv:     argv,
 		Env:      programEnv(p),
 		Cwd:      "/workspace",
 	}

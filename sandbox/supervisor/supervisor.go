@@ -24,6 +24,7 @@ import (
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/output"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/roots"
 	"github.com/nsbox/nsbox/sandbox/spec"
@@ -37,16 +38,33 @@ type Options struct {
 	StateDir  string           // see StateDir()
 	Exe       string           // the nsbox binary to re-exec as init; "" for /proc/self/exe
 	Version   string           // nsbox version, recorded in a root built on first use
+	CheckOnly bool             // run only the runner's static check (nsbox check); the program never runs
+	Stats     *Stats           // when set, filled with what the audit log records beyond the result
+	ID        string           // run id; "" for a new one (NewID)
 	Log       io.Writer        // notes such as "building the base root"; nil for none
 	// Stdout and Stderr, when set, receive the kept output live (plain
 	// mode). The result holds it either way.
 	Stdout, Stderr io.Writer
 }
 
+// Stats are facts of a run that the result does not carry.
+type Stats struct {
+	StdoutBytes, StderrBytes int64  // everything the program wrote, kept or not
+	StdoutHead, StderrHead   []byte // the first KiB of each captured stream
+	RootManifestSHA256       string // the root's manifest, as checked before the run
+}
+
+// headSize is how much of each stream Stats keeps.
+const headSize = 1024
+
 // Run runs one program and always returns a result. Cancelling ctx stops
 // the run with status killed; context.Cause(ctx) becomes the reason.
 func Run(ctx context.Context, o Options) *result.Result {
-	r := result.New(NewID(), o.Policy.Name)
+	id := o.ID
+	if id == "" {
+		id = NewID()
+	}
+	r := result.New(id, o.Policy.Name)
 	// The limits are known from the policy; the cgroup ones are added once
 	// a cgroup enforces them. sandbox stays null until one exists.
 	r.Limits = limitsOf(o.Policy, false)
@@ -96,6 +114,9 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"rootfs", err}
 	}
+	if o.Stats != nil {
+		o.Stats.RootManifestSHA256 = root.Header.ManifestSHA256
+	}
 	rd, err := newRunDir(o.StateDir, r.ID)
 	if err != nil {
 		return &stepError{"state dir", err}
@@ -130,7 +151,25 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		return &stepError{"rootfs", err}
 	}
 	defer func() { closeAll(bindFiles) }() // nil once handed to the init
-	sp := newSpec(o.Policy, r.ID, root.Header.Python.Path, binds)
+	// The runner's report pipe: the write end goes to the init after the
+	// bind fds, the read end is drained here.
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return &stepError{"report pipe", err}
+	}
+	defer reportW.Close()
+	defer func() {
+		if reportR != nil { // not yet handed to readReport
+			reportR.Close()
+		}
+	}()
+	reportFD := syncFD + 1 + len(bindFiles)
+	argv, err := pyrunner.Argv(root.Header.Python.Path, runnerConfig(o.Policy, o.CheckOnly, reportFD))
+	if err != nil {
+		return &stepError{"runner", err}
+	}
+	sp := newSpec(o.Policy, r.ID, argv, binds)
+	sp.ReportFD = reportFD
 	sp.Rlimits = rlimits(o.Policy.Limits)
 	sp.Landlock = conf.landlockABI > 0
 
@@ -138,10 +177,13 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// process: keep this goroutine on its thread until the init is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	l, err := start(exe, bindFiles, conf.cg)
+	l, err := start(exe, append(bindFiles, reportW), conf.cg)
 	if err != nil {
 		return &stepError{"start init", err}
 	}
+	reportW.Close() // the init has its copy; EOF once the sandbox is gone
+	report := readReport(reportR)
+	reportR = nil
 	r.Sandbox = active
 	defer l.closeHostEnds()
 	closeAll(bindFiles) // the init has its copies
@@ -203,9 +245,15 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	stop.finish()
 	timer.Stop()
 	waitReaders(&readers, l)
+	rep, repErr := report.finish()
 	result.SetStdout(r, stdout.Bytes())
 	result.SetStderr(r, stderr.Bytes())
 	r.StdoutTruncated, r.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	if o.Stats != nil {
+		o.Stats.StdoutBytes, o.Stats.StderrBytes = stdout.Total(), stderr.Total()
+		o.Stats.StdoutHead = head(stdout.Bytes(), headSize)
+		o.Stats.StderrHead = head(stderr.Bytes(), headSize)
+	}
 
 	// Every process of the run is gone (the PID namespace died with its
 	// init); what the cgroup counted is final.
@@ -215,6 +263,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		// A stop (timeout, output cap, by hand) outranks what it caused.
 		r.Status, r.Limit, r.Reason = status, limit, reason
 		setExit(r, l.cmd.ProcessState)
+		recordViolations(r, rep)
 		return nil
 	}
 	if setupErr != nil {
@@ -225,6 +274,10 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	}
 	setExit(r, l.cmd.ProcessState)
 	classify(r, o.Policy, usage, l.cmd.ProcessState)
+	if repErr != nil {
+		return &stepError{"runner", repErr}
+	}
+	applyReport(r, rep)
 	return nil
 }
 
@@ -235,6 +288,11 @@ func sendSpec(l *launch, sp *spec.Spec) error {
 		return &stepError{"spec", err}
 	}
 	return l.send(msg)
+}
+
+// head returns a copy of at most the first n bytes of b.
+func head(b []byte, n int) []byte {
+	return append([]byte(nil), b[:min(n, len(b))]...)
 }
 
 // feedCode writes the program to the interpreter's stdin and closes it.

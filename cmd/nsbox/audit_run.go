@@ -1,0 +1,72 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/audit"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
+)
+
+// labelKey is what --label accepts as a key.
+var labelKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// parseLabels reads repeated --label key=value flags.
+func parseLabels(flags []string) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("--label %q: want key=value", f)
+		case !labelKey.MatchString(k):
+			return nil, fmt.Errorf("--label %q: the key must be 1-64 characters of A-Z a-z 0-9 _ . -", f)
+		case len(v) > 1024:
+			return nil, fmt.Errorf("--label %q: the value is longer than 1024 bytes", k)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, fmt.Errorf("--label %q: key given twice", k)
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+// auditBegin records the run as unfinished before anything starts, so a
+// supervisor killed mid-run leaves a row saying so.
+func auditBegin(db *audit.DB, id string, pol *policies.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
+	sum := sha256.Sum256(code)
+	rec := &audit.Run{
+		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
+		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: version,
+	}
+	if pol.Audit.StoreCode {
+		s := string(code)
+		rec.Code = &s
+	}
+	if err := db.Begin(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// auditFinish completes the row from the result and the run's stats.
+func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st *supervisor.Stats) error {
+	rec.End = time.Now()
+	rec.DurationMS = r.DurationMS
+	rec.Status = string(r.Status)
+	rec.ExitCode, rec.Signal = r.ExitCode, r.Signal
+	rec.CPUMS, rec.PeakMemoryBytes = r.CPUMS, r.PeakMemoryBytes
+	rec.StdoutBytes, rec.StderrBytes = st.StdoutBytes, st.StderrBytes
+	rec.StdoutHead, rec.StderrHead = st.StdoutHead, st.StderrHead
+	rec.StdoutTruncated, rec.StderrTruncated = r.StdoutTruncated, r.StderrTruncated
+	rec.RootManifestSHA256 = st.RootManifestSHA256
+	rec.Violations = r.Violations
+	return db.Finish(rec)
+}

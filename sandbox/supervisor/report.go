@@ -1,0 +1,100 @@
+package supervisor
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// maxReport bounds what the supervisor keeps of the runner's report; a
+// program that floods the pipe (it is inherited) cannot grow the
+// supervisor past it.
+const maxReport = 1 << 20
+
+// runnerConfig turns the policy's [allowlist] into the runner's config.
+// An allowlist of "*" means no import checks at all.
+func runnerConfig(p *policies.Policy, checkOnly bool, reportFD int) pyrunner.Config {
+	c := pyrunner.Config{
+		Mode:         "run",
+		DenyBuiltins: p.Allowlist.DenyBuiltins,
+		DenyEvents:   p.Allowlist.DenyEvents,
+		StrictAttrs:  p.Allowlist.StrictAttributes,
+		ReportFD:     reportFD,
+		Filename:     ProgramName,
+		// The places the OS layer lets the program write (Landlock's list).
+		WritableDirs: []string{"/workspace", "/tmp", "/dev/shm"},
+	}
+	if checkOnly {
+		c.Mode = "check"
+	}
+	if !p.Allowlist.AllowsEverything() {
+		c.Allow = p.Allowlist.Imports
+	}
+	return c
+}
+
+// ProgramName is the program's file name in tracebacks and violations.
+const ProgramName = "<program>"
+
+// reportReader drains the runner's report pipe while the program runs, so
+// the runner never blocks on it, keeping at most maxReport bytes.
+type reportReader struct {
+	r    *os.File
+	buf  bytes.Buffer
+	done sync.WaitGroup
+}
+
+func readReport(r *os.File) *reportReader {
+	rr := &reportReader{r: r}
+	rr.done.Add(1)
+	go func() {
+		defer rr.done.Done()
+		io.Copy(&rr.buf, io.LimitReader(r, maxReport))
+		io.Copy(io.Discard, r) // keep draining past the cap
+	}()
+	return rr
+}
+
+// finish waits for EOF (every copy of the write end is closed once the
+// sandbox is gone) and parses what the runner reported.
+func (rr *reportReader) finish() (pyrunner.Report, error) {
+	rr.done.Wait()
+	rr.r.Close()
+	rep, err := pyrunner.ParseReport(&rr.buf)
+	if err != nil {
+		return rep, fmt.Errorf("runner report: %w", err)
+	}
+	return rep, nil
+}
+
+// applyReport records the violations in r and decides whether the Python
+// policy layer, not the program, ended the run:
+//   - the static check found violations: nothing ran; policy_violation;
+//   - the program failed (non-zero exit) after the runtime layer refused
+//     something: policy_violation;
+//   - otherwise the status stays what the program's exit made it, with the
+//     violations listed (a program that caught the refusal and went on).
+func applyReport(r *result.Result, rep pyrunner.Report) {
+	recordViolations(r, rep)
+	switch {
+	case rep.Static == pyrunner.StaticViolations:
+		r.Status = result.StatusPolicyViolation
+		r.Reason = fmt.Sprintf("%d violation(s) of the policy's Python allowlist; nothing ran", len(r.Violations))
+	case len(r.Violations) > 0 && r.Status == result.StatusError:
+		r.Status = result.StatusPolicyViolation
+		r.Reason = fmt.Sprintf("the program failed after %d refused action(s)", len(r.Violations))
+	}
+}
+
+// recordViolations copies the runner's violations into r.
+func recordViolations(r *result.Result, rep pyrunner.Report) {
+	for _, v := range rep.Violations {
+		r.Violations = append(r.Violations, result.Violation{Kind: v.Kind, Name: v.Name, Line: v.Line, Col: v.Col, Detail: v.Detail})
+	}
+}
