@@ -1,10 +1,9 @@
 # The main job of `make run`: a small program that shows where it runs.
 import os
 import platform
-import socket
 
 print("hello from nsbox")
-print(f"python {platform.python_version()} as uid {os.getuid()}, pid {os.getpid()}, host {socket.gethostname()}")
+print(f"python {platform.python_version()} as uid {os.getuid()}, pid {os.getpid()}, host {platform.node()}")
 print(f"cwd {os.getcwd()}, writable: /workspace={os.access('/workspace', os.W_OK)}, /usr={os.access('/usr', os.W_OK)}")
 with open("/workspace/result.txt", "w") as f:
     f.write(str(6 * 7))
