@@ -194,6 +194,8 @@ func (b *builder) assemble() (*rootfs.Manifest, error) {
 		{"check shared libraries", b.checkLoadable, false},
 		// After every .py is in place (pip ran with --no-compile).
 		{"compile bytecode", b.compile, false},
+		// nsbox's own Python runner, compiled for this interpreter.
+		{"compile runner", b.compileRunner, false},
 		{"write /etc and mount points", b.writeEtc, false},
 		// Last change to the tree: the manifest records final modes.
 		{"normalize owners and modes", b.normalize, false},

@@ -26,6 +26,7 @@ import (
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/rootfs-builder/build"
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 )
 
 // DefaultDir holds the built-in roots; NSBOX_ROOTS_DIR overrides it. It is
@@ -107,7 +108,7 @@ func summary(r rootfs.Report) string {
 // ensureBuiltin makes sure the built-in root name exists at dir, building
 // base under a lock when it does not (concurrent first runs build once).
 func ensureBuiltin(ctx context.Context, name, dir string, o Options) error {
-	if exists(dir) {
+	if exists(dir) && (name != "base" || hasRunner(dir)) {
 		return nil
 	}
 	if name != "base" {
@@ -127,14 +128,18 @@ func ensureBuiltin(ctx context.Context, name, dir string, o Options) error {
 		return fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	// Someone else may have built it while this run waited for the lock.
-	if exists(dir) {
+	if exists(dir) && hasRunner(dir) {
 		return nil
 	}
 	log := o.Log
 	if log == nil {
 		log = io.Discard
 	}
-	fmt.Fprintf(log, "nsbox: building the base root (first use) from %s into %s\n", BasePython, dir)
+	why := "first use"
+	if exists(dir) {
+		why = "its Python runner is from another nsbox version"
+	}
+	fmt.Fprintf(log, "nsbox: building the base root (%s) from %s into %s\n", why, BasePython, dir)
 	_, err = build.Build(ctx, build.Options{Python: BasePython, Out: dir, Version: o.Version, Progress: build.NewQuietReporter()})
 	if err != nil {
 		return fmt.Errorf("build base root into %s: %w", dir, err)
@@ -146,4 +151,12 @@ func ensureBuiltin(ctx context.Context, name, dir string, o Options) error {
 func exists(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, rootfs.MetaDir))
 	return err == nil || !errors.Is(err, fs.ErrNotExist)
+}
+
+// hasRunner reports whether the root holds this nsbox's compiled runner.
+// base is rebuilt (about a second) when it does not: a root built by an
+// older nsbox still runs, but compiles the runner from source every time.
+func hasRunner(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, pyrunner.CompiledPath()))
+	return err == nil
 }

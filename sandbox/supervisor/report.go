@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/roots"
 )
 
 // maxReport bounds what the supervisor keeps of the runner's report; a
@@ -37,6 +39,17 @@ func runnerConfig(p *policies.Policy, checkOnly bool, reportFD int) pyrunner.Con
 		c.Allow = p.Allowlist.Imports
 	}
 	return c
+}
+
+// runnerArgv starts the root's interpreter on the runner: the copy the
+// root's builder compiled for it when the root has one (loaded as a .pyc),
+// else the source passed with -c (compiled on every run).
+func runnerArgv(root *roots.Root, c pyrunner.Config) ([]string, error) {
+	pyc := pyrunner.CompiledPath()
+	if _, err := os.Stat(filepath.Join(root.Dir, pyc)); err == nil {
+		return pyrunner.ArgvCompiled(root.Header.Python.Path, pyc, c)
+	}
+	return pyrunner.Argv(root.Header.Python.Path, c)
 }
 
 // ProgramName is the program's file name in tracebacks and violations.

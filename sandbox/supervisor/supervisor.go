@@ -24,7 +24,6 @@ import (
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/output"
-	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/roots"
 	"github.com/nsbox/nsbox/sandbox/spec"
@@ -164,7 +163,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		}
 	}()
 	reportFD := syncFD + 1 + len(bindFiles)
-	argv, err := pyrunner.Argv(root.Header.Python.Path, runnerConfig(o.Policy, o.CheckOnly, reportFD))
+	argv, err := runnerArgv(root, runnerConfig(o.Policy, o.CheckOnly, reportFD))
 	if err != nil {
 		return &stepError{"runner", err}
 	}
