@@ -44,9 +44,11 @@ ROOTS ?= $(or $(NSBOX_ROOTS_DIR),/var/lib/nsbox/roots)
 
 # The datasci root: numpy, pandas and matplotlib from policies/datasci.lock
 # (wheels from PyPI, hash-checked; pip's cache is reused). Rebuilt only when
-# the lock differs from the one the root was built with.
+# the lock differs from the one the root was built with, or the root lacks
+# this nsbox's compiled Python runner.
 datasci: build
-	@if cmp -s policies/datasci.lock $(ROOTS)/datasci/.nsbox/lock.txt; then \
+	@if cmp -s policies/datasci.lock $(ROOTS)/datasci/.nsbox/lock.txt && \
+		test -e $(ROOTS)/datasci$$($(BIN) rootfs runner-path); then \
 		echo "datasci root in $(ROOTS)/datasci is up to date"; \
 	else \
 		$(BIN) rootfs build --python /usr/bin/python3.11 --lock policies/datasci.lock --out $(ROOTS)/datasci; \

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nsbox/nsbox/rootfs-builder/build"
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 )
 
 // exitRootfsFailed is the exit status of a failed build, and of a verify
@@ -25,7 +26,21 @@ func rootfsCommand() *cli.Command {
 		Name:            "rootfs",
 		Usage:           "build and verify the read-only root filesystems that runs use",
 		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand()},
+		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand(), rootfsRunnerPathCommand()},
+	}
+}
+
+// rootfsRunnerPathCommand prints where a root built by this nsbox keeps
+// its compiled Python runner; `make datasci` rebuilds a root that lacks it.
+func rootfsRunnerPathCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "runner-path",
+		Usage:  "print the path, inside a root, of this nsbox's compiled Python runner",
+		Hidden: true,
+		Action: func(*cli.Context) error {
+			fmt.Println(pyrunner.CompiledPath())
+			return nil
+		},
 	}
 }
 
