@@ -79,6 +79,7 @@ store_code = false
 		{"root missing", []string{"--policy", missingRoot, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", "no-such-root", true},
 		{"root relative", []string{"--policy", relativeRoot, "-c", "pass"}, result.StatusSandboxError, 125, "policy", "roots/base", true},
 		{"not a root", []string{"--policy", notRoot, "-c", "pass"}, result.StatusSandboxError, 125, "rootfs", dir, true},
+		{"audit log unwritable", []string{"--audit-db", "/proc/nsbox-no-such/audit.db", "-c", "pass"}, result.StatusSandboxError, 125, "audit", "/proc/nsbox-no-such", true},
 		{"unwritable workspace", []string{"--workspace", roWS, "-c", "pass"}, result.StatusSandboxError, 125, "workspace", roWS, true},
 		{"missing workspace", []string{"--workspace", filepath.Join(dir, "nows"), "-c", "pass"}, result.StatusSandboxError, 125, "workspace", "nows", true},
 		{"timeout widened", []string{"--policy", "strict", "--timeout", "1h", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "1h", true},

@@ -65,7 +65,7 @@ func checkAction(c *cli.Context) error {
 	}
 	r := supervisor.Run(context.Background(), supervisor.Options{
 		Policy: pol, Code: code, StateDir: supervisor.StateDir(),
-		Version: version, Log: os.Stderr, CheckOnly: true,
+		Version: version, Log: os.Stderr, CheckOnly: true, Filename: file,
 	})
 	if r.Status == result.StatusSandboxError {
 		return cli.Exit(fmt.Sprintf("nsbox check: %s", r.Error.Error()), result.ExitSandboxError)

@@ -26,7 +26,8 @@ func runCommand() *cli.Command {
 		ArgsUsage: "[FILE | -]",
 		Description: "The program is FILE, standard input (-) or the -c string. Plain mode passes the program's\n" +
 			"stdout and stderr through (each capped) and exits with its exit code; 124 on timeout, 125 when\n" +
-			"nsbox itself failed, 137 when nsbox killed the run (output limit, stopped by hand), 128+N when\n" +
+			"nsbox itself failed, 126 when the policy's Python allowlist refused the program, 137 when nsbox\n" +
+			"killed the run (memory or output limit, stopped by hand), 128+N when\n" +
 			"the program died from signal N. --json prints one result object instead (docs/result-schema.md).\n" +
 			"Flags can only lower the policy's limits, never raise them.",
 		Flags: []cli.Flag{

@@ -29,7 +29,7 @@ import (
 )
 
 // Version is bumped whenever Spec changes incompatibly.
-const Version = 2
+const Version = 3
 
 // Inside-the-sandbox identities. The init runs as RootID until it drops to
 // SandboxID right before exec; both map to unprivileged host ids (see

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/nsbox/nsbox/policies"
@@ -21,14 +22,17 @@ const maxReport = 1 << 20
 
 // runnerConfig turns the policy's [allowlist] into the runner's config.
 // An allowlist of "*" means no import checks at all.
-func runnerConfig(p *policies.Policy, checkOnly bool, reportFD int) pyrunner.Config {
+func runnerConfig(p *policies.Policy, checkOnly bool, reportFD int, filename string) pyrunner.Config {
+	if filename == "" {
+		filename = ProgramName
+	}
 	c := pyrunner.Config{
 		Mode:         "run",
 		DenyBuiltins: p.Allowlist.DenyBuiltins,
 		DenyEvents:   p.Allowlist.DenyEvents,
 		StrictAttrs:  p.Allowlist.StrictAttributes,
 		ReportFD:     reportFD,
-		Filename:     ProgramName,
+		Filename:     filename,
 		// The places the OS layer lets the program write (Landlock's list).
 		WritableDirs: []string{"/workspace", "/tmp", "/dev/shm"},
 	}
@@ -89,8 +93,9 @@ func (rr *reportReader) finish() (pyrunner.Report, error) {
 // applyReport records the violations in r and decides whether the Python
 // policy layer, not the program, ended the run:
 //   - the static check found violations: nothing ran; policy_violation;
-//   - the program failed (non-zero exit) after the runtime layer refused
-//     something: policy_violation;
+//   - the program died of an uncaught exception (exit 1) after the runtime
+//     layer refused something: policy_violation (a signal or another exit
+//     code keeps its own status);
 //   - otherwise the status stays what the program's exit made it, with the
 //     violations listed (a program that caught the refusal and went on).
 func applyReport(r *result.Result, rep pyrunner.Report) {
@@ -99,10 +104,20 @@ func applyReport(r *result.Result, rep pyrunner.Report) {
 	case rep.Static == pyrunner.StaticViolations:
 		r.Status = result.StatusPolicyViolation
 		r.Reason = fmt.Sprintf("%d violation(s) of the policy's Python allowlist; nothing ran", len(r.Violations))
-	case len(r.Violations) > 0 && r.Status == result.StatusError:
+	case len(rep.RuntimeViolations()) > 0 && r.Status == result.StatusError && r.ExitCode != nil && *r.ExitCode == 1:
 		r.Status = result.StatusPolicyViolation
 		r.Reason = fmt.Sprintf("the program failed after %d refused action(s)", len(r.Violations))
 	}
+}
+
+// runnerFailed reports a runner that could not start (bad config or report
+// fd: exit 125 before its status line) as nsbox's own failure, not the
+// program's.
+func runnerFailed(r *result.Result, rep pyrunner.Report) error {
+	if rep.Static != "" || r.ExitCode == nil || *r.ExitCode != pyrunner.ExitRunnerError {
+		return nil
+	}
+	return &stepError{"runner", fmt.Errorf("the Python runner failed before checking the program: %s", strings.TrimSpace(r.Stderr))}
 }
 
 // recordViolations copies the runner's violations into r.

@@ -38,6 +38,7 @@ type Options struct {
 	Exe       string           // the nsbox binary to re-exec as init; "" for /proc/self/exe
 	Version   string           // nsbox version, recorded in a root built on first use
 	CheckOnly bool             // run only the runner's static check (nsbox check); the program never runs
+	Filename  string           // the program's name in tracebacks and messages; "" for ProgramName
 	Stats     *Stats           // when set, filled with what the audit log records beyond the result
 	ID        string           // run id; "" for a new one (NewID)
 	Log       io.Writer        // notes such as "building the base root"; nil for none
@@ -163,7 +164,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		}
 	}()
 	reportFD := syncFD + 1 + len(bindFiles)
-	argv, err := runnerArgv(root, runnerConfig(o.Policy, o.CheckOnly, reportFD))
+	argv, err := runnerArgv(root, runnerConfig(o.Policy, o.CheckOnly, reportFD, o.Filename))
 	if err != nil {
 		return &stepError{"runner", err}
 	}
@@ -275,6 +276,9 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	classify(r, o.Policy, usage, l.cmd.ProcessState)
 	if repErr != nil {
 		return &stepError{"runner", repErr}
+	}
+	if err := runnerFailed(r, rep); err != nil {
+		return err
 	}
 	applyReport(r, rep)
 	return nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -120,5 +122,38 @@ func TestCgroupPrefix(t *testing.T) {
 	a, b := cgroupPrefix("/var/lib/nsbox"), cgroupPrefix("/tmp/other")
 	if a == b || a != cgroupPrefix("/var/lib/nsbox/") || len(a) != 10 || a[0] != 's' || a[9] != '-' {
 		t.Errorf("prefixes %q and %q", a, b)
+	}
+}
+
+// TestApplyReport: who ended the run, the program or the Python layer.
+func TestApplyReport(t *testing.T) {
+	one, zero, crash := 1, 0, 139
+	rt := pyrunner.Violation{Kind: "event", Name: "os.system", Line: 3, Runtime: true}
+	for _, tc := range []struct {
+		name   string
+		status result.Status
+		exit   *int
+		rep    pyrunner.Report
+		want   result.Status
+	}{
+		{"static violations: nothing ran", result.StatusError, &one,
+			pyrunner.Report{Static: pyrunner.StaticViolations, Violations: []pyrunner.Violation{{Kind: "import", Name: "os", Line: 1}}}, result.StatusPolicyViolation},
+		{"uncaught refusal", result.StatusError, &one, pyrunner.Report{Static: pyrunner.StaticOK, Violations: []pyrunner.Violation{rt}}, result.StatusPolicyViolation},
+		{"refusal caught, clean exit", result.StatusOK, &zero, pyrunner.Report{Static: pyrunner.StaticOK, Violations: []pyrunner.Violation{rt}}, result.StatusOK},
+		{"refusal, then an unrelated crash", result.StatusError, &crash, pyrunner.Report{Static: pyrunner.StaticOK, Violations: []pyrunner.Violation{rt}}, result.StatusError},
+		{"plain error", result.StatusError, &one, pyrunner.Report{Static: pyrunner.StaticOK}, result.StatusError},
+	} {
+		r := &result.Result{Status: tc.status, ExitCode: tc.exit}
+		applyReport(r, tc.rep)
+		if r.Status != tc.want || len(r.Violations) != len(tc.rep.Violations) {
+			t.Errorf("%s: status %s with %d violations, want %s with %d", tc.name, r.Status, len(r.Violations), tc.want, len(tc.rep.Violations))
+		}
+	}
+	runnerBug := pyrunner.ExitRunnerError
+	if err := runnerFailed(&result.Result{ExitCode: &runnerBug, Stderr: "bad config"}, pyrunner.Report{}); err == nil || !strings.Contains(err.Error(), "bad config") {
+		t.Errorf("runner exit 125 before its status line: %v, want a runner step error", err)
+	}
+	if err := runnerFailed(&result.Result{ExitCode: &runnerBug}, pyrunner.Report{Static: pyrunner.StaticOK}); err != nil {
+		t.Errorf("a program that exits 125 itself is not a runner failure: %v", err)
 	}
 }
