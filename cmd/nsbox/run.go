@@ -38,6 +38,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "wall-clock limit, at most the policy's (e.g. 2s)"},
 			&cli.StringFlag{Name: "output-limit", Usage: "byte cap per stream, at most the policy's (e.g. 16KiB)"},
 			&cli.StringFlag{Name: "workspace", Usage: "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"},
+			&cli.BoolFlag{Name: "trace-phases", Usage: "record how long each phase of the run took (result field phases; on stderr in plain mode)"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
 			&cli.StringFlag{Name: "audit-db", Usage: "audit log database (default $NSBOX_AUDIT_DB or " + audit.DefaultPath + ")"},
 		},
@@ -74,13 +75,29 @@ func runAction(c *cli.Context) error {
 		}
 	} else if r.Status == result.StatusSandboxError {
 		fmt.Fprintf(os.Stderr, "nsbox: %s\n", r.Error.Error())
+		printPhases(r)
 	} else if r.Status != result.StatusOK && r.Status != result.StatusError {
 		fmt.Fprintf(os.Stderr, "nsbox: %s: %s\n", r.Status, r.Reason)
+	}
+	if !jsonOut && r.Status != result.StatusSandboxError {
+		printPhases(r)
 	}
 	if code := r.ProcessExitCode(); code != 0 {
 		return cli.Exit("", code)
 	}
 	return nil
+}
+
+// printPhases writes --trace-phases' figures to stderr in plain mode.
+func printPhases(r *result.Result) {
+	if len(r.Phases) == 0 {
+		return
+	}
+	fmt.Fprint(os.Stderr, "nsbox: phases (ms):")
+	for _, p := range r.Phases {
+		fmt.Fprintf(os.Stderr, " %s=%.2f", p.Name, p.MS)
+	}
+	fmt.Fprintln(os.Stderr)
 }
 
 // inputError is a problem with what the caller gave us, reported under a
@@ -162,6 +179,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		Log:       os.Stderr, // "building the base root" on first use; stdout stays the result's
 		ID:        id,
 		Stats:     &supervisor.Stats{},
+		Trace:     c.Bool("trace-phases"),
 	}
 	if !jsonOut {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr

@@ -81,10 +81,11 @@ type Result struct {
 	CPUMS           *int64        `json:"cpu_ms"`            // CPU time of all the run's processes, from the cgroup; nil without a cgroup or if the program never started
 	PeakMemoryBytes *int64        `json:"peak_memory_bytes"` // peak memory of the run's cgroup; nil likewise
 	Policy          string        `json:"policy"`
-	Limits          *Limits       `json:"limits"`          // effective limits; nil only if the run was refused before a policy was resolved
-	Sandbox         *Sandbox      `json:"sandbox"`         // protections that were active; nil if no sandbox was started
-	Violations      []Violation   `json:"violations"`      // what the Python policy layer refused or recorded; [] when nothing
-	Error           *SandboxError `json:"error,omitempty"` // only with StatusSandboxError
+	Limits          *Limits       `json:"limits"`           // effective limits; nil only if the run was refused before a policy was resolved
+	Sandbox         *Sandbox      `json:"sandbox"`          // protections that were active; nil if no sandbox was started
+	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
+	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
+	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
 }
 
 // Violation is one thing the Python policy layer refused (an import, a
@@ -95,6 +96,12 @@ type Violation struct {
 	Line   int    `json:"line"`   // 1-based line in the program; 0 when unknown
 	Col    int    `json:"col"`    // 0-based column as Python's ast reports it; 0 when unknown
 	Detail string `json:"detail"` // human text: what was refused and why
+}
+
+// Phase is one step of a run and its wall-clock time (--trace-phases).
+type Phase struct {
+	Name string  `json:"name"` // e.g. "rootfs", "start init", "init setup", "program"
+	MS   float64 `json:"ms"`   // milliseconds, to the microsecond
 }
 
 // Violation kinds.

@@ -192,8 +192,9 @@ func (l *launch) send(msg []byte) error {
 var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited before it was ready"}
 
 // awaitExec returns nil once the program was exec'd (Ready, then EOF on the
-// close-on-exec sync socket), or the init's error.
-func (l *launch) awaitExec() error {
+// close-on-exec sync socket), or the init's error. onReady runs when Ready
+// arrives.
+func (l *launch) awaitExec(onReady func()) error {
 	buf := make([]byte, spec.MaxMessage)
 	ready := false
 	for {
@@ -211,6 +212,7 @@ func (l *launch) awaitExec() error {
 			return errInitDied
 		case !ready && n == len(spec.Ready) && buf[0] == spec.Ready[0]:
 			ready = true
+			onReady()
 		default:
 			ie, err := spec.DecodeError(buf[:n])
 			if err != nil {

@@ -39,6 +39,7 @@ type Options struct {
 	Version   string           // nsbox version, recorded in a root built on first use
 	CheckOnly bool             // run only the runner's static check (nsbox check); the program never runs
 	Filename  string           // the program's name in tracebacks and messages; "" for ProgramName
+	Trace     bool             // record the time of each phase in the result (--trace-phases)
 	Stats     *Stats           // when set, filled with what the audit log records beyond the result
 	ID        string           // run id; "" for a new one (NewID)
 	Log       io.Writer        // notes such as "building the base root"; nil for none
@@ -70,7 +71,12 @@ func Run(ctx context.Context, o Options) *result.Result {
 	r.Limits = limitsOf(o.Policy, false)
 	start := time.Now()
 	defer func() { r.DurationMS = time.Since(start).Milliseconds() }()
-	if err := run(ctx, o, r); err != nil {
+	ph := &phases{on: o.Trace, last: start}
+	defer func() { r.Phases = ph.list }()
+	ctx = withPhases(ctx, ph)
+	err := run(ctx, o, r)
+	ph.mark("cleanup") // run's deferred steps: cgroup destroy, run dir removal
+	if err != nil {
 		r.Status = result.StatusSandboxError
 		r.Error = sandboxError(err)
 		r.ExitCode, r.Signal = nil, nil
@@ -103,9 +109,11 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if os.Geteuid() != 0 {
 		return &stepError{"privileges", errors.New("nsbox run needs root (rootless mode is not implemented yet)")}
 	}
+	ph := phasesOf(ctx)
 	if err := requirements(o.Policy); err != nil {
 		return err
 	}
+	ph.mark("requirements")
 	exe := o.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -117,6 +125,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if o.Stats != nil {
 		o.Stats.RootManifestSHA256 = root.Header.ManifestSHA256
 	}
+	ph.mark("rootfs")
 	rd, err := newRunDir(o.StateDir, r.ID)
 	if err != nil {
 		return &stepError{"state dir", err}
@@ -135,10 +144,12 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"workspace", err}
 	}
+	ph.mark("state dir and workspace")
 	conf, err := confine(o.Policy, r.ID, o.StateDir)
 	if err != nil {
 		return err
 	}
+	ph.mark("cgroup and profiles")
 	defer func() {
 		if derr := conf.destroy(); derr != nil && err == nil {
 			err = &stepError{"cleanup", derr}
@@ -177,6 +188,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// process: keep this goroutine on its thread until the init is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	ph.mark("binds and spec")
 	l, err := start(exe, append(bindFiles, reportW), conf.cg)
 	if err != nil {
 		return &stepError{"start init", err}
@@ -218,7 +230,9 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// placed now, while it still waits for "go", so it cannot fork (or
 	// allocate much) outside the limits. Then hand over the spec and
 	// release it.
+	ph.mark("start init")
 	setupErr := placeInCgroup(conf.cg, l.cmd.Process.Pid)
+	ph.mark("cgroup attach")
 	if setupErr == nil {
 		// Compiled only now, while the init starts up: the compiler's
 		// allocations and threads would otherwise be busy during the v1
@@ -226,6 +240,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		// of 0.1 ms.
 		sp.Seccomp, setupErr = conf.compile()
 	}
+	ph.mark("seccomp compile")
 	if setupErr == nil {
 		setupErr = sendSpec(l, sp)
 	}
@@ -233,7 +248,8 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		setupErr = l.send(spec.Go)
 	}
 	if setupErr == nil {
-		setupErr = l.awaitExec()
+		setupErr = l.awaitExec(func() { ph.mark("init setup") })
+		ph.mark("exec")
 	}
 	if setupErr == nil {
 		go feedCode(l.stdin, o.Code)
@@ -242,6 +258,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	}
 
 	waitErr := l.cmd.Wait()
+	ph.mark("program")
 	stop.finish()
 	timer.Stop()
 	waitReaders(&readers, l)
@@ -258,6 +275,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// Every process of the run is gone (the PID namespace died with its
 	// init); what the cgroup counted is final.
 	usage := conf.usage(r)
+	ph.mark("teardown and stats")
 
 	if status, limit, reason := stop.result(); status != "" {
 		// A stop (timeout, output cap, by hand) outranks what it caused.
