@@ -148,9 +148,9 @@ func (r *Result) ProcessExitCode() int {
 	case StatusOK, StatusError:
 		switch {
 		case r.ExitCode != nil:
-			return *r.ExitCode
+			return inRange(*r.ExitCode)
 		case r.Signal != nil:
-			return 128 + *r.Signal
+			return inRange(128 + *r.Signal)
 		case r.Status == StatusOK:
 			return 0
 		default:
@@ -165,6 +165,16 @@ func (r *Result) ProcessExitCode() int {
 	default:
 		return ExitSandboxError
 	}
+}
+
+// inRange keeps an exit status in 0..255: a value outside would be
+// truncated by the kernel (256 reads as 0, a success), so it is reported as
+// nsbox's own failure instead.
+func inRange(code int) int {
+	if code < 0 || code > 255 {
+		return ExitSandboxError
+	}
+	return code
 }
 
 // WriteJSON writes r as exactly one JSON object followed by "\n", in a single
