@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,28 +38,42 @@ type runDir struct {
 
 // newRunDir creates STATE/runs/ID, locks it and removes the leftovers of
 // runs whose supervisor died.
+//
+// The directory is built as runs/.new-ID and renamed into place only once
+// its lock is held: a concurrent sweep that found runs/ID between its
+// creation and its locking would otherwise take the free lock for a crashed
+// run's and delete the directory under this run (seen at 32 parallel runs).
 func newRunDir(state, id string) (*runDir, error) {
 	runs := runsDir(state)
 	if err := os.MkdirAll(runs, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir %s: %w", runs, err)
 	}
 	sweepStale(runs)
-	p := filepath.Join(runs, id)
-	if err := os.Mkdir(p, 0o700); err != nil {
-		return nil, fmt.Errorf("create run dir %s: %w", p, err)
+	tmp, p := filepath.Join(runs, newPrefix+id), filepath.Join(runs, id)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("create run dir %s: %w", tmp, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(p, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(tmp, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		os.RemoveAll(p)
+		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("create run lock: %w", err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		os.RemoveAll(p)
+		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		lock.Close()
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("rename run dir %s to %s: %w", tmp, p, err)
 	}
 	return &runDir{path: p, lock: lock}, nil
 }
+
+// newPrefix marks a run directory that is still being set up; sweeps leave
+// it alone unless it is old (its supervisor died during setup).
+const newPrefix = ".new-"
 
 // freshWorkspace creates an empty /workspace owned by the sandbox user.
 func (d *runDir) freshWorkspace() (string, error) {
@@ -97,6 +112,12 @@ func sweepStale(runs string) {
 	}
 	for _, e := range entries {
 		p := filepath.Join(runs, e.Name())
+		if strings.HasPrefix(e.Name(), newPrefix) {
+			if fi, serr := os.Stat(p); serr == nil && isOld(fi) {
+				os.RemoveAll(p)
+			}
+			continue
+		}
 		f, err := os.OpenFile(filepath.Join(p, "lock"), os.O_RDWR, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			// Being created right now, or crashed before locking; only the

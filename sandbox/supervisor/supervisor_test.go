@@ -95,9 +95,18 @@ func TestSweepStale(t *testing.T) {
 	os.Mkdir(old, 0o700)
 	past := time.Now().Add(-time.Hour)
 	os.Chtimes(old, past, past)
+	// A run being set up: its lock exists but is not held yet. The sweep
+	// must not take it for a crashed run (it did, before .new- dirs).
+	settingUp := filepath.Join(runs, newPrefix+"setup")
+	os.Mkdir(settingUp, 0o700)
+	os.WriteFile(filepath.Join(settingUp, "lock"), nil, 0o600)
+	deadSetup := filepath.Join(runs, newPrefix+"dead")
+	os.Mkdir(deadSetup, 0o700)
+	os.Chtimes(deadSetup, past, past)
 
 	sweepStale(runs)
-	for name, want := range map[string]bool{"live": true, "crashed": false, "young": true, "old": false} {
+	for name, want := range map[string]bool{"live": true, "crashed": false, "young": true, "old": false,
+		newPrefix + "setup": true, newPrefix + "dead": false} {
 		_, err := os.Stat(filepath.Join(runs, name))
 		if exists := err == nil; exists != want {
 			t.Errorf("%s: exists=%v after sweep, want %v", name, exists, want)
