@@ -118,8 +118,10 @@ func TestAuditUnfinishedAfterKill(t *testing.T) {
 	needRoot(t)
 	db := filepath.Join(t.TempDir(), "audit.db")
 	ws := sandboxWorkspace(t)
+	state := t.TempDir()
 	nsbox(t, run{
 		auditDB: db,
+		state:   state,
 		args:    []string{"run", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)},
 		whileRuns: func(p *os.Process) {
 			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
@@ -132,4 +134,6 @@ func TestAuditUnfinishedAfterKill(t *testing.T) {
 	if len(rows) != 1 || rows[0]["status"] != "unfinished" {
 		t.Errorf("rows %v, want one unfinished", rows)
 	}
+	// A later run of the same state dir sweeps the killed run's cgroup.
+	nsbox(t, run{state: state, args: []string{"run", "--json", "-c", "pass"}}).wantStatus(t, result.StatusOK)
 }
