@@ -60,9 +60,17 @@ datasci: build
 test: deps build datasci fmt-check vet
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 
+# Every fuzz target (each `func Fuzz...` in a _test.go file), 30 s each
+# (FUZZTIME=...). -fuzzminimizetime bounds the minimizing of each new
+# interesting input: at the default 60 s a single one stalls the whole run.
 fuzz:
-	$(GO) test ./policies/ -run '^$$' -fuzz FuzzParse -fuzztime 30s
-	$(GO) test ./sandbox/spec/ -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	@grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sort | \
+	while IFS=: read -r file fn; do \
+		pkg=$$(dirname "$$file"); name=$${fn#func }; \
+		echo "== $$pkg $$name ($(or $(FUZZTIME),30s))"; \
+		$(GO) test "$$pkg/" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(or $(FUZZTIME),30s) \
+			-fuzzminimizetime 100x || exit 1; \
+	done
 
 clean:
 	rm -rf bin
@@ -103,3 +111,40 @@ $(DATASCI_VENV)/.complete: $(DATASCI_LOCK)
 bench-pandas: build datasci-venv
 	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \
 		$(BENCH_PYTHON) bench/pandas_import.py $(BENCH_ARGS)
+
+# Every fuzz target (each `func Fuzz...` in a _test.go file) for 5 s each,
+# for CI; `make fuzz` runs them 30 s each. Crashers are written under the
+# package's testdata/fuzz/ and then fail `go test` until fixed.
+.PHONY: fuzz-short
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+# --- stress suite (issue 6, item 3) ------------------------------------------
+# Target: stress. TestStress at full size: 500 sequential runs, 200
+# concurrent (8 at a time) and 50 whose supervisor is SIGKILLed at a random
+# moment, a mix of ok, error, timeout, memory bomb, output flood, fork bomb
+# and daemonizer; then no leaked process, cgroup, mount or run directory, a
+# bounded supervisor, and one audit row per run. Plain `make test` runs the
+# short form (tests/stress_test.go has its defaults). As root.
+STRESS_SEQ   ?= 500
+STRESS_CONC  ?= 200
+STRESS_PAR   ?= 8
+STRESS_KILLS ?= 50
+
+.PHONY: stress
+
+stress: build
+	cd tests && NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_STRESS_SEQ=$(STRESS_SEQ) NSBOX_STRESS_CONC=$(STRESS_CONC) \
+		NSBOX_STRESS_PAR=$(STRESS_PAR) NSBOX_STRESS_KILLS=$(STRESS_KILLS) \
+		$(GO) test -tags $(TAGS) -count=1 -v -run '^TestStress$$' -timeout 30m .
+
+# --- cold-start benchmark (issue 6, item 1) ----------------------------------
+#   bench  every method (bare python, nsbox per policy and with each layer
+#          switched off, bubblewrap, runc; workloads pass, stdlib, pandas)
+#          interleaved run by run with bare python; writes docs/benchmarks.md
+#          and bench/results/bench.json (bench/README.md). As root; installs
+#          bubblewrap and runc with apt-get when missing. Not part of `test`.
+.PHONY: bench
+bench: build
+	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \
+		$(BENCH_PYTHON) bench/bench.py $(BENCH_ARGS)

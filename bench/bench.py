@@ -1,0 +1,608 @@
+#!/usr/bin/env python3
+"""`make bench` (issue 6, item 1): the cold-start cost of nsbox, layer by
+layer, against bare python, bubblewrap and runc.
+
+Every method M is paired with a baseline B (bare /usr/bin/python3.11 running
+the same workload; for the cgroups-off and pandas methods see below). After
+--warmups warm-up pairs (not counted), M and B run --runs times INTERLEAVED
+run by run: M B M B ... Per method the harness reports:
+
+  median, p95 (nearest rank)    wall time of M, ms
+  ratio                          median of the per-pair ratios M_i / B_i
+  overhead                       median of the per-pair differences M_i - B_i, ms
+  runs/s                         sequential cold runs per second = 1000 / mean ms
+  peak RSS                       ru_maxrss from wait4() on the process we start
+                                 (for nsbox: the supervisor; the kernel folds in the
+                                 max RSS of the descendants it reaped, see below)
+
+Every run must exit 0, else the harness stops and shows that run's stderr.
+
+Methods (workload `pass` unless named):
+  bare python, bare python -I -S
+  nsbox strict, default, datasci (skipped when the datasci root is missing)
+  nsbox default with one layer changed, policies written to a temp dir from
+    policies/default.toml: seccomp = "none"; landlock = false; the Python
+    layer off (imports ["*"], no denied builtins or events); verify = "full"
+    (a layer switched ON); audit DB on tmpfs (NSBOX_AUDIT_DB=/dev/shm/...)
+  cgroups off: nsbox with a permissive-derived policy inside
+    unshare --mount --propagation private sh -c 'mount -t tmpfs none /sys/fs/cgroup && exec "$0" "$@"'
+    and, for a fair comparison, the same policy without the wrapper and the
+    same wrapper around bare python
+  bwrap (all namespaces, read-only /usr) and runc (OCI bundle on the base root,
+    read-only, pid/net/ipc/uts/mount/cgroup namespaces, no user namespace,
+    runc's default spec otherwise), when installed (as root the harness
+    installs them with apt-get unless --no-install)
+  workload `stdlib` (import json,re; sum of squares): bare, strict, default,
+    bwrap, runc
+  workload `pandas` (import pandas + a DataFrame sum): nsbox datasci versus
+    bench/.venv-datasci/bin/python with the environment nsbox sets
+    (bench/pandas_import.py's policy_env); fewer runs (--pandas-runs)
+
+Peak RSS: wait4()'s ru_maxrss is max(RSS of the process, max RSS of the
+children it reaped), so for nsbox it is max(supervisor, init, python). A
+second, short pass (--rss-runs) samples /proc/PID/status VmHWM of the nsbox
+process itself until it exits: the supervisor's own high-water mark (a lower
+bound; the last sample before exit).
+
+Output: bench/results/bench.json (every sample) and docs/benchmarks.md (the
+table, the machine and how to reproduce). Stdlib only; Python >= 3.11; root.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no bench/__pycache__
+from pandas_import import policy_env  # noqa: E402  (same directory)
+
+PY = "/usr/bin/python3.11"
+STDLIB_CODE = "import json,re; sum(i*i for i in range(100000))"
+PANDAS_CODE = 'import pandas; pandas.DataFrame({"a": range(1000)}).sum()'
+CGWRAP = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+          'mount -t tmpfs none /sys/fs/cgroup && exec "$0" "$@"']
+ROOTS = os.environ.get("NSBOX_ROOTS_DIR", "/var/lib/nsbox/roots")
+
+
+def rp(p):
+    return p if os.path.isabs(p) else os.path.join(REPO, p)
+
+
+def parse_args():
+    env = os.environ.get
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=int(env("BENCH_RUNS", "30")), help="pairs per fast method (>= 30)")
+    ap.add_argument("--pandas-runs", type=int, default=int(env("BENCH_PANDAS_RUNS", "30")))
+    ap.add_argument("--warmups", type=int, default=int(env("BENCH_WARMUPS", "3")))
+    ap.add_argument("--rss-runs", type=int, default=int(env("BENCH_RSS_RUNS", "5")))
+    ap.add_argument("--nsbox", default=env("NSBOX_BIN", "bin/nsbox"))
+    ap.add_argument("--venv", default=env("DATASCI_VENV", "bench/.venv-datasci"))
+    ap.add_argument("--only", help="comma-separated substrings: run only methods whose name contains one")
+    ap.add_argument("--no-install", action="store_true", help="do not apt-get install bubblewrap/runc")
+    ap.add_argument("--json-out", default="bench/results/bench.json")
+    ap.add_argument("--md-out", default="docs/benchmarks.md")
+    ap.add_argument("--render", metavar="JSON", help="only rewrite --md-out from a results JSON (no runs)")
+    return ap.parse_args()
+
+
+# --- running ---------------------------------------------------------------
+
+class RunError(Exception):
+    pass
+
+
+def run_once(cmd, env, sample_hwm=False):
+    """Run cmd; return (wall ms, ru_maxrss KiB, sampled VmHWM KiB or None).
+    Output goes to a temp file (shown if the run fails); the child is reaped
+    with os.wait4() for its rusage."""
+    with tempfile.TemporaryFile() as log:
+        t0 = time.perf_counter_ns()
+        p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        hwm = [None]
+        stop = threading.Event()
+        if sample_hwm:
+            def poll():
+                path = "/proc/%d/status" % p.pid
+                while not stop.is_set():
+                    try:
+                        with open(path) as f:
+                            for line in f:
+                                if line.startswith("VmHWM:"):
+                                    hwm[0] = max(hwm[0] or 0, int(line.split()[1]))
+                    except (OSError, ValueError):
+                        pass
+                    time.sleep(0.001)
+            threading.Thread(target=poll, daemon=True).start()
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = (time.perf_counter_ns() - t0) / 1e6
+        stop.set()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            log.seek(0)
+            raise RunError("%s exited %d\noutput: %s" % (
+                " ".join(map(str, cmd)), p.returncode, log.read().decode(errors="replace")[-3000:]))
+    return wall, ru.ru_maxrss, hwm[0]
+
+
+TIME = "/usr/bin/time"
+
+
+def rss_pass(m, k):
+    """ru_maxrss of the method's process, through GNU time (its wait4()):
+    time's children start from time's small address space, not from this
+    harness's. Largest over k runs; None without /usr/bin/time."""
+    if k <= 0 or not os.access(TIME, os.X_OK):
+        return None
+    out = []
+    for _ in range(k):
+        with tempfile.NamedTemporaryFile("r") as f:
+            run_once([TIME, "-f", "%M", "-o", f.name] + list(m["cmd"]), m["env"])
+            out.append(int(f.read().split()[-1]))
+    return max(out)
+
+
+def p95(xs):
+    s = sorted(xs)
+    return s[max(0, math.ceil(0.95 * len(s)) - 1)]
+
+
+def run_retry(cmd, env, failures):
+    """One retry for a run that fails (a busy shared host can kill one); the
+    failure is recorded. A second failure stops the method."""
+    try:
+        return run_once(cmd, env)
+    except RunError as e:
+        failures.append(str(e)[:500])
+        return run_once(cmd, env)
+
+
+def measure(m, base, runs, warmups):
+    """Interleave m and base: m base m base ..."""
+    fails = []
+    for _ in range(warmups):
+        run_retry(m["cmd"], m["env"], fails)
+        run_retry(base["cmd"], base["env"], fails)
+    a, b, rss, brss = [], [], [], []
+    for _ in range(runs):
+        w, r, _ = run_retry(m["cmd"], m["env"], fails)
+        a.append(w)
+        rss.append(r)
+        w, r, _ = run_retry(base["cmd"], base["env"], fails)
+        b.append(w)
+        brss.append(r)
+    ratios = [x / y for x, y in zip(a, b)]
+    diffs = [x - y for x, y in zip(a, b)]
+    return {
+        "n": runs, "median_ms": statistics.median(a), "p95_ms": p95(a), "mean_ms": statistics.fmean(a),
+        "min_ms": min(a), "max_ms": max(a),
+        "ratio_median": statistics.median(ratios), "overhead_ms_median": statistics.median(diffs),
+        "runs_per_s": 1000.0 / statistics.fmean(a),
+        # polluted by the harness's own RSS (fork + exec keep the larger
+        # high-water mark); the RSS pass below measures it properly
+        "wait4_maxrss_kib_from_harness": max(rss),
+        "base_median_ms": statistics.median(b), "base_p95_ms": p95(b), "retried_failures": fails,
+        "samples_ms": [round(x, 3) for x in a], "base_samples_ms": [round(x, 3) for x in b],
+    }
+
+
+# --- methods ---------------------------------------------------------------
+
+def derive_policy(text, kind):
+    """policies/default.toml with one layer changed."""
+    def sub(pat, repl):
+        nonlocal text
+        new, n = re.subn(pat, repl, text, count=1, flags=re.M | re.S)
+        if n != 1:
+            raise SystemExit("bench: cannot derive policy %s: %r not found" % (kind, pat))
+        text = new
+    if kind == "no-seccomp":
+        sub(r'^seccomp = "[^"]*"', 'seccomp = "none"')
+        sub(r'^require = \[[^\]]*\]', 'require = ["namespaces", "cgroups"]')
+    elif kind == "no-landlock":
+        sub(r'^landlock = true', 'landlock = false')
+    elif kind == "no-pylayer":
+        sub(r'^imports = \[[^\]]*\]', 'imports = ["*"]')
+        sub(r'^deny_builtins = \[[^\]]*\]', 'deny_builtins = []')
+        sub(r'^deny_events = \[[^\]]*\]', 'deny_events = []')
+    elif kind == "verify-full":
+        sub(r'^verify = "quick"', 'verify = "full"')
+    return text
+
+
+def which(name):
+    return shutil.which(name) or next((p for p in ("/usr/sbin/" + name, "/usr/bin/" + name) if os.path.exists(p)), None)
+
+
+def ensure_tools(no_install, notes):
+    want = {"bwrap": "bubblewrap", "runc": "runc"}
+    missing = [pkg for tool, pkg in want.items() if not which(tool)]
+    if missing and not no_install and os.geteuid() == 0 and shutil.which("apt-get"):
+        print("bench: apt-get install -y %s" % " ".join(missing), file=sys.stderr)
+        r = subprocess.run(["apt-get", "install", "-y"] + missing, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            notes.append("apt-get install %s failed: %s" % (" ".join(missing), r.stderr.decode(errors="replace")[-300:]))
+    for tool, pkg in want.items():
+        if not which(tool):
+            notes.append("%s is missing (Debian package %s): its rows are skipped." % (tool, pkg))
+    return which("bwrap"), which("runc")
+
+
+def runc_bundle(tmp, runc, code):
+    d = os.path.join(tmp, "runc-%d" % abs(hash(code)))
+    os.makedirs(d, exist_ok=True)
+    subprocess.run([runc, "spec", "--bundle", d], check=True)
+    cfgp = os.path.join(d, "config.json")
+    with open(cfgp) as f:
+        c = json.load(f)
+    c["process"]["terminal"] = False
+    c["process"]["args"] = ["/venv/bin/python", "-c", code]
+    # A copy: runc creates missing mount points (/sys) in the rootfs, which
+    # would make nsbox's base root fail its manifest check.
+    rootfs = os.path.join(tmp, "runc-rootfs")
+    if not os.path.isdir(rootfs):
+        subprocess.run(["cp", "-a", os.path.join(ROOTS, "base"), rootfs], check=True)
+    c["root"] = {"path": rootfs, "readonly": True}
+    ns = c["linux"]["namespaces"]
+    if not any(n["type"] == "cgroup" for n in ns):
+        ns.append({"type": "cgroup"})
+    with open(cfgp, "w") as f:
+        json.dump(c, f, indent=1)
+    return d, [n["type"] for n in ns]
+
+
+class RuncCmd(list):
+    """runc run needs a fresh container id every time."""
+    counter = 0
+
+    def __iter__(self):
+        RuncCmd.counter += 1
+        args = list.__iter__(self)
+        items = list(args)
+        items[-1] = "nsbox-bench-%d-%d" % (os.getpid(), RuncCmd.counter)
+        return iter(items)
+
+
+def build_methods(a, tmp, notes):
+    nsbox = rp(a.nsbox)
+    base_env = dict(os.environ)
+    with open(os.path.join(REPO, "policies", "default.toml")) as f:
+        default_text = f.read()
+    with open(os.path.join(REPO, "policies", "permissive.toml")) as f:
+        perm_text = f.read()
+    pol = {}
+    for kind in ("no-seccomp", "no-landlock", "no-pylayer", "verify-full"):
+        pol[kind] = os.path.join(tmp, kind + ".toml")
+        with open(pol[kind], "w") as f:
+            f.write(derive_policy(default_text, kind))
+    pol["permissive"] = os.path.join(tmp, "permissive.toml")
+    with open(pol["permissive"], "w") as f:
+        f.write(perm_text)  # "permissive-derived": as shipped; only namespaces required
+    audit_tmpfs = "/dev/shm/nsbox-bench-%d/audit.db" % os.getpid()
+    os.makedirs(os.path.dirname(audit_tmpfs), exist_ok=True)
+
+    def M(name, layer, cmd, workload="pass", env=None, base=None, runs=None, note=""):
+        return {"name": name, "layer": layer, "workload": workload, "cmd": cmd, "env": env or base_env,
+                "base": base, "runs": runs or a.runs, "note": note, "nsbox": False}
+
+    def bare(code):
+        return {"cmd": [PY, "-c", code], "env": base_env, "label": "bare python3.11 -c <same>"}
+
+    def ns(policy, code="pass"):
+        return [nsbox, "run", "--policy", policy, "-c", code]
+
+    meths = []
+    for wl, code in (("pass", "pass"), ("stdlib", STDLIB_CODE)):
+        B = bare(code)
+        meths += [
+            M("bare python3.11", "", [PY, "-c", code], wl, base=B),
+            M("bare python3.11 -I -S", "", [PY, "-I", "-S", "-c", code], wl, base=B),
+            M("nsbox strict", "all layers", ns("strict", code), wl, base=B),
+            M("nsbox default", "all layers (reference)", ns("default", code), wl, base=B),
+        ]
+        if wl == "pass":
+            if os.path.isdir(os.path.join(ROOTS, "datasci")):
+                meths.append(M("nsbox datasci", "all layers", ns("datasci"), wl, base=B))
+            else:
+                notes.append("%s/datasci is missing (make datasci): the datasci rows are skipped." % ROOTS)
+            meths += [
+                M("nsbox default, seccomp off", "seccomp", ns(pol["no-seccomp"]), wl, base=B,
+                  note='seccomp = "none" (and not required)'),
+                M("nsbox default, landlock off", "landlock", ns(pol["no-landlock"]), wl, base=B,
+                  note="landlock = false"),
+                M("nsbox default, Python layer off", "python layer", ns(pol["no-pylayer"]), wl, base=B,
+                  note='imports ["*"], no denied builtins/events'),
+                M("nsbox default, verify full", "rootfs verify", ns(pol["verify-full"]), wl, base=B,
+                  note='verify = "full": a layer switched ON'),
+                M("nsbox default, audit on tmpfs", "audit", ns("default"), wl, base=B,
+                  env=dict(base_env, NSBOX_AUDIT_DB=audit_tmpfs), note="NSBOX_AUDIT_DB=" + audit_tmpfs),
+                M("nsbox permissive", "cgroups (with)", ns(pol["permissive"]), wl, base=B,
+                  note="permissive: only namespaces required; cgroups on"),
+                M("unshare+tmpfs cgroup wrapper, bare python3.11", "cgroups (wrapper cost)",
+                  CGWRAP + [PY, "-c", code], wl, base=B, note="the wrapper alone"),
+                M("unshare+tmpfs cgroup wrapper, nsbox permissive", "cgroups (without)",
+                  CGWRAP + ns(pol["permissive"]), wl, base=B, note="no cgroup fs visible: cgroup none"),
+            ]
+        if a.bwrap:
+            meths.append(M("bwrap", "peer", [a.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+                                            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                                            "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+                                            "--tmpfs", "/tmp", PY, "-c", code], wl, base=B,
+                           note="--unshare-all (user, ipc, pid, net, uts, cgroup), ro /usr; no cgroup limits, no seccomp"))
+        if a.runc:
+            if os.path.isdir(os.path.join(ROOTS, "base")):
+                d, nslist = runc_bundle(tmp, a.runc, code)
+                meths.append(M("runc", "peer", RuncCmd([a.runc, "run", "--bundle", d, "ID"]), wl, base=B,
+                               note="rootfs: a copy of %s/base, read-only; namespaces %s; no user ns; runc spec defaults"
+                               % (ROOTS, "/".join(nslist))))
+            else:
+                notes.append("%s/base is missing: runc skipped (run bin/nsbox once)." % ROOTS)
+
+    # pandas: nsbox datasci versus the venv outside any sandbox
+    venv_py = os.path.join(rp(a.venv), "bin", "python")
+    if not os.path.isdir(os.path.join(ROOTS, "datasci")):
+        pass  # noted above
+    elif not os.path.exists(venv_py):
+        notes.append("%s is missing (make datasci-venv): the pandas rows are skipped." % venv_py)
+    else:
+        venv_env = dict(base_env, PYTHONDONTWRITEBYTECODE="1", **policy_env("datasci"))
+        VB = {"cmd": [venv_py, "-c", PANDAS_CODE], "env": venv_env, "label": "bench/.venv-datasci python -c <same>"}
+        meths.append(M("nsbox datasci", "all layers", ns("datasci", PANDAS_CODE), "pandas", base=VB,
+                       runs=a.pandas_runs, note="versus the venv with nsbox's env (threads = cpus)"))
+        meths.append(M("venv python (no sandbox)", "", [venv_py, "-c", PANDAS_CODE], "pandas", env=venv_env,
+                       base=VB, runs=a.pandas_runs))
+    for m in meths:
+        m["nsbox"] = any(x == nsbox for x in list(m["cmd"]))
+    if a.only:
+        keys = [k.strip() for k in a.only.split(",") if k.strip()]
+        meths = [m for m in meths if any(k in m["name"] + " " + m["workload"] for k in keys)]
+    return meths
+
+
+# --- machine ---------------------------------------------------------------
+
+def output(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError as e:
+        return "unavailable: %s" % e
+
+
+def machine(nsbox):
+    cpu = platform.processor()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = "%.1f GiB" % (int(line.split()[1]) / 1024 / 1024)
+    osname = ""
+    try:
+        with open("/etc/os-release") as f:
+            osname = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l).get("PRETTY_NAME", "").strip('"')
+    except OSError:
+        pass
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(), "memory": mem, "os": osname,
+        "nsbox_version": output([nsbox, "--version"]), "python": output([PY, "--version"]),
+        "bwrap": output(["bwrap", "--version"]) if shutil.which("bwrap") else None,
+        "runc": (output([which("runc"), "--version"]).splitlines() or [None])[0] if which("runc") else None,
+        "loadavg_start": open("/proc/loadavg").read().split()[:3],
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# --- report ----------------------------------------------------------------
+
+def fmt(x, d=1):
+    return "-" if x is None else ("%.*f" % (d, x))
+
+
+def markdown(res, a):
+    mc = res["machine"]
+    L = ["# Benchmarks", "",
+         "Cold-start cost of `nsbox run`, layer by layer, against bare Python, bubblewrap and runc",
+         "(issue 6, item 1). This file is written by `make bench` (`bench/bench.py`). The raw samples",
+         "are in `bench/results/bench.json`.", "",
+         "## Machine", "",
+         "| | |", "|---|---|",
+         "| CPU | %s |" % mc["cpu"], "| Cores | %s |" % mc["cores"], "| Memory | %s |" % mc["memory"],
+         "| Kernel | %s |" % mc["kernel"], "| OS | %s |" % mc["os"], "| Python | %s |" % mc["python"],
+         "| nsbox | %s |" % mc["nsbox_version"], "| bubblewrap | %s |" % (mc["bwrap"] or "missing"),
+         "| runc | %s |" % (mc["runc"] or "missing"), "| Date | %s |" % mc["date"],
+         "| Load average at start | %s |" % " ".join(mc["loadavg_start"]), "",
+         "## Method", "",
+         "Each method M runs interleaved, run by run, with its baseline B (M B M B ...), after %d warm-up"
+         % a.warmups,
+         "pairs. B is bare `/usr/bin/python3.11 -c <same code>`; for the `pandas` workload B is",
+         "`bench/.venv-datasci/bin/python` (the same locked wheels as the datasci root) with the environment",
+         "nsbox gives the program (`PYTHONDONTWRITEBYTECODE=1`, the policy's `[env]`, `*_NUM_THREADS=1`).",
+         "", "- **median / p95**: wall time of M from fork to reaped exit, ms (p95 by nearest rank).",
+         "- **ratio**: median of the per-pair ratios M_i / B_i. **+ms**: median of the per-pair differences M_i - B_i.",
+         "- **runs/s**: sequential cold runs per second, 1000 / mean wall ms.",
+         "- **maxrss**: `ru_maxrss` from `wait4()` on the process started, taken through GNU `/usr/bin/time -f %M`",
+         "  (largest of %d extra runs; from this harness directly it would include the harness's own RSS," % a.rss_runs,
+         "  which fork + exec carry over). For nsbox the kernel folds in the children the supervisor reaped,",
+         "  so it is max(supervisor, init, python).",
+         "  **sup. HWM**: VmHWM of the nsbox process itself, sampled from `/proc/PID/status` every ms during",
+         "  %d separate runs (the supervisor alone; a lower bound)." % a.rss_runs,
+         "- **load**: the host's 1-minute load average when the method started. Above the core count",
+         "  (%d here) the host was busy with other work and every figure is inflated; the paired ratio and +ms" % mc["cores"],
+         "  cancel slow drift, not contention inside a run.",
+         "- Layer rows use policies derived from `policies/default.toml` with one change each (written to a",
+         "  temp dir by the harness); *layer cost* = +ms(default) - +ms(layer off), i.e. what the layer adds.",
+         ""]
+    for wl in ("pass", "stdlib", "pandas"):
+        rows = [m for m in res["methods"] if m["workload"] == wl]
+        if not rows:
+            continue
+        title = {"pass": "`-c pass`", "stdlib": "`-c '%s'`" % STDLIB_CODE, "pandas": "`-c '%s'`" % PANDAS_CODE}[wl]
+        L += ["## Workload %s" % title, "",
+              "| Method | n | median ms | p95 ms | ratio | +ms | B median ms | runs/s | maxrss MiB | sup. HWM MiB | load | note |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for m in rows:
+            r = m["result"]
+            if r is None:
+                L.append("| %s | - | failed: %s ||||||||||" % (m["name"], m["error"].splitlines()[0][:120]))
+                continue
+            L.append("| %s | %d | %s | %s | %s× | %s | %s | %s | %s | %s | %.1f | %s |" % (
+                m["name"], r["n"], fmt(r["median_ms"]), fmt(r["p95_ms"]), fmt(r["ratio_median"], 2),
+                fmt(r["overhead_ms_median"]), fmt(r["base_median_ms"]), fmt(r["runs_per_s"]),
+                fmt(m["maxrss_kib"] / 1024 if m.get("maxrss_kib") else None), fmt(m["sup_hwm_kib"] / 1024 if m.get("sup_hwm_kib") else None),
+                m["loadavg_1m_at_start"], m["note"]))
+        L.append("")
+    lc = res.get("layer_costs") or {}
+    if lc:
+        L += ["## Cost of each layer (`-c pass`)", "",
+              "Positive: the layer adds that much to a run. From the medians of the per-pair differences above.", "",
+              "| Layer | cost ms | how |", "|---|---:|---|"]
+        for k, v in lc.items():
+            L.append("| %s | %s | %s |" % (k, fmt(v["ms"]), v["how"]))
+        L.append("")
+    findings = os.path.join(HERE, "findings.md")
+    if os.path.exists(findings):  # hand-written reading of a run; kept across reruns
+        with open(findings) as f:
+            L += [f.read().rstrip("\n"), ""]
+    if res["notes"]:
+        L += ["## Notes", ""] + ["- " + n for n in res["notes"]] + [""]
+    L += ["## Reproduce", "",
+          "As root on Debian 12, from the repository root, after `make build` and (for the datasci and pandas",
+          "rows) `make datasci` and `make datasci-venv`:", "", "```", "make bench",
+          "make bench BENCH_ARGS=\"--runs 50 --only 'nsbox default'\"   # a subset, more runs",
+          "```", "",
+          "`make bench` builds `bin/nsbox` and runs `python3 bench/bench.py`. As root it installs `bubblewrap`",
+          "and `runc` with apt-get when they are missing (`--no-install` to skip; their rows are then skipped).",
+          "Knobs: `--runs` (`BENCH_RUNS`, default 30, at least 30), `--pandas-runs`, `--warmups`, `--rss-runs`,",
+          "`--only`, `--json-out`, `--md-out` (see `python3 bench/bench.py --help`). A full run takes about",
+          "%d s on this machine. The figures move with host load: compare ratios and +ms, which are paired," % res["elapsed_s"],
+          "rather than medians taken at different times.", ""]
+    return "\n".join(L)
+
+
+def layer_costs(methods):
+    by = {(m["name"], m["workload"]): m["result"] for m in methods if m["result"]}
+
+    def oh(name):
+        r = by.get((name, "pass"))
+        return None if r is None else r["overhead_ms_median"]
+    ref = oh("nsbox default")
+    out = {}
+    if ref is None:
+        return out
+    for name, layer, how in (
+            ("nsbox default, seccomp off", "seccomp (default profile)", "default - seccomp off"),
+            ("nsbox default, landlock off", "landlock", "default - landlock off"),
+            ("nsbox default, Python layer off", "Python policy layer (default allowlist)", "default - Python layer off"),
+            ("nsbox default, audit on tmpfs", "audit DB on disk instead of tmpfs", "default - audit on tmpfs")):
+        x = oh(name)
+        if x is not None:
+            out[layer] = {"ms": ref - x, "how": how}
+    x = oh("nsbox default, verify full")
+    if x is not None:
+        out['rootfs verify "full" instead of "quick"'] = {"ms": x - ref, "how": "verify full - default"}
+    p, w, wn = oh("nsbox permissive"), oh("unshare+tmpfs cgroup wrapper, bare python3.11"), \
+        oh("unshare+tmpfs cgroup wrapper, nsbox permissive")
+    if None not in (p, w, wn):
+        out["cgroups (create, limit, remove)"] = {"ms": p - (wn - w),
+                                                   "how": "permissive - (wrapped permissive - wrapped bare python)"}
+    s = oh("nsbox strict")
+    if s is not None:
+        out["strict instead of default (policy as a whole)"] = {"ms": s - ref, "how": "strict - default"}
+    return out
+
+
+def main():
+    a = parse_args()
+    if a.render:
+        with open(rp(a.render)) as f:
+            res = json.load(f)
+        a.warmups, a.rss_runs = res["config"]["warmups"], res["config"]["rss_runs"]
+        with open(rp(a.md_out), "w") as f:
+            f.write(markdown(res, a))
+        return
+    if a.runs < 30:
+        sys.exit("bench: --runs must be at least 30")
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root (nsbox needs root)")
+    nsbox = rp(a.nsbox)
+    if not os.access(nsbox, os.X_OK):
+        sys.exit("bench: no nsbox binary at %s (make build)" % nsbox)
+    t_start = time.monotonic()
+    notes = []
+    a.bwrap, a.runc = ensure_tools(a.no_install, notes)
+    tmp = tempfile.mkdtemp(prefix="nsbox-bench-")
+    res = {"schema": 1, "machine": machine(nsbox), "notes": notes,
+           "config": {"runs": a.runs, "pandas_runs": a.pandas_runs, "warmups": a.warmups, "rss_runs": a.rss_runs,
+                      "order": "M B M B ... (M first in every pair)"}}
+    try:
+        meths = build_methods(a, tmp, notes)
+        for i, m in enumerate(meths):
+            print("bench: [%d/%d] %s (%s), %d pairs" % (i + 1, len(meths), m["name"], m["workload"], m["runs"]),
+                  file=sys.stderr, flush=True)
+            m["result"], m["error"], m["sup_hwm_kib"], m["maxrss_kib"] = None, None, None, None
+            m["loadavg"] = float(open("/proc/loadavg").read().split()[0])
+            try:
+                m["result"] = measure(m, m["base"], m["runs"], a.warmups)
+                m["maxrss_kib"] = rss_pass(m, a.rss_runs)
+                if m["nsbox"] and a.rss_runs > 0:
+                    hw = [run_once(list(m["cmd"]), m["env"], sample_hwm=True)[2] for _ in range(a.rss_runs)]
+                    hw = [h for h in hw if h]
+                    m["sup_hwm_kib"] = max(hw) if hw else None
+                if m["result"]["retried_failures"]:
+                    notes.append("%s (%s): %d run(s) failed and were retried once; first: %s" % (
+                        m["name"], m["workload"], len(m["result"]["retried_failures"]),
+                        m["result"]["retried_failures"][0].replace("\n", " ")[:200]))
+                r = m["result"]
+                print("bench:   median %.1f ms  p95 %.1f  ratio %.2f  +%.1f ms  maxrss %s KiB  sup. HWM %s KiB" % (
+                    r["median_ms"], r["p95_ms"], r["ratio_median"], r["overhead_ms_median"], m["maxrss_kib"],
+                    m["sup_hwm_kib"]),
+                    file=sys.stderr, flush=True)
+            except RunError as e:
+                m["error"] = str(e)
+                notes.append("%s (%s) failed: %s" % (m["name"], m["workload"], str(e).splitlines()[0][:300]))
+                print("bench:   FAILED: %s" % e, file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree("/dev/shm/nsbox-bench-%d" % os.getpid(), ignore_errors=True)
+    res["methods"] = [{"name": m["name"], "layer": m["layer"], "workload": m["workload"], "note": m["note"],
+                       "cmd": [str(x) for x in list(m["cmd"])], "baseline_cmd": m["base"]["cmd"],
+                       "result": m["result"], "error": m["error"], "sup_hwm_kib": m["sup_hwm_kib"],
+                       "maxrss_kib": m["maxrss_kib"], "loadavg_1m_at_start": m["loadavg"]} for m in meths]
+    busy = [m for m in res["methods"] if m["loadavg_1m_at_start"] > (res["machine"]["cores"] or 1)]
+    if busy:
+        res["notes"].insert(0, "The host was busy during %d of %d methods (1-minute load average above %d "
+                            "cores, up to %.1f): the 1-minute average lags (it includes "
+                            "work that ended before the method started), so judge quiet by the B median of bare python; "
+                            "on a busy host rerun `make bench` before checking targets." % (
+                                len(busy), len(res["methods"]), res["machine"]["cores"],
+                                max(m["loadavg_1m_at_start"] for m in busy)))
+    res["layer_costs"] = layer_costs(res["methods"])
+    res["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    res["elapsed_s"] = round(time.monotonic() - t_start)
+    for path, text in ((rp(a.json_out), json.dumps(res, indent=1) + "\n"), (rp(a.md_out), markdown(res, a))):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    print(markdown(res, a))
+    print("bench: wrote %s and %s in %d s" % (a.json_out, a.md_out, res["elapsed_s"]), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
