@@ -108,6 +108,13 @@ store_code = false
 				t.Errorf("stderr %q, want it to mention %q", o.res.Stderr, tc.mentions)
 			}
 			o.noLeftovers(t)
+			if tc.step != "audit" && o.exit != 0 {
+				// Every attempt has its row, refused ones too.
+				rows := auditRows(t, filepath.Join(o.state, "audit.db"))
+				if len(rows) != 1 || rows[0]["status"] != string(tc.status) {
+					t.Errorf("audit rows %v, want one with status %s", rows, tc.status)
+				}
+			}
 
 			// Plain mode: the same exit code and one line on stderr.
 			p := nsbox(t, run{args: append([]string{"run"}, tc.args...)})

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -69,4 +70,22 @@ func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st *supervisor.
 	rec.RootManifestSHA256 = st.RootManifestSHA256
 	rec.Violations = r.Violations
 	return db.Finish(rec)
+}
+
+// auditRefused records a run refused before it started (a bad policy,
+// flag or program) as a finished sandbox_error row, so the log shows every
+// nsbox run attempt, not only the ones that got a sandbox. Failing to
+// record it is reported on stderr: the refusal itself stands.
+func auditRefused(flag string, r *result.Result, start time.Time) {
+	db, err := audit.Open(audit.Path(flag))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
+		return
+	}
+	defer db.Close()
+	rec := &audit.Run{ID: r.ID, Start: start, End: time.Now(), DurationMS: r.DurationMS,
+		Policy: r.Policy, Status: string(r.Status), NsboxVersion: version}
+	if err := db.Finish(rec); err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -62,12 +63,18 @@ func runCommand() *cli.Command {
 
 func runAction(c *cli.Context) error {
 	jsonOut := c.Bool("json")
+	start := time.Now()
 	r, err := prepareAndRun(c, jsonOut)
 	if err != nil {
-		// Bad input: no sandbox was started. Still one result in --json.
+		// Bad input: no sandbox was started. Still one result in --json,
+		// and still a row in the audit log when the log itself is fine.
 		r = result.New(supervisor.NewID(), c.String("policy"))
 		r.Status = result.StatusSandboxError
 		r.Error = asSandboxError(err)
+		r.DurationMS = time.Since(start).Milliseconds()
+		if r.Error.Step != "audit" {
+			auditRefused(c.String("audit-db"), r, start)
+		}
 	}
 	if jsonOut {
 		if werr := r.WriteJSON(os.Stdout); werr != nil {
