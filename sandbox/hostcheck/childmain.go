@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/internal/loopback"
 )
 
 // ChildMain runs one probe inside the namespaces its parent created and
@@ -104,7 +106,7 @@ func childNamespace(name string) (string, error) {
 			return "", fmt.Errorf("sethostname: %w", err)
 		}
 	case "net":
-		if err := loopbackUp(); err != nil {
+		if err := loopback.Up(); err != nil {
 			return "", err
 		}
 	}
@@ -165,27 +167,6 @@ func nsID(p string) ([2]uint64, error) {
 func makeRootPrivate() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("mount --make-rprivate /: %w", err)
-	}
-	return nil
-}
-
-// loopbackUp brings up "lo", as the init does.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket(AF_INET): %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("ifreq lo: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("ioctl(SIOCGIFFLAGS, lo): %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("ioctl(SIOCSIFFLAGS, lo up): %w", err)
 	}
 	return nil
 }

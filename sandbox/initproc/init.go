@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nsbox/nsbox/internal/loopback"
 	"github.com/nsbox/nsbox/sandbox/seccomp"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
@@ -104,7 +105,7 @@ func run(syncFD int) error {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return spec.StepError("sethostname", err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := loopback.Up(); err != nil {
 		return spec.StepError("loopback up", err)
 	}
 

@@ -67,25 +67,3 @@ func checkFlags(p string, want int64) error {
 	}
 	return nil
 }
-
-// loopbackUp brings up "lo" in the new network namespace: programs may talk
-// to themselves over 127.0.0.1, and there is no other interface.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket(AF_INET): %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("ifreq lo: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("ioctl(SIOCGIFFLAGS, lo): %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("ioctl(SIOCSIFFLAGS, lo up): %w", err)
-	}
-	return nil
-}
