@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -28,31 +29,36 @@ var (
 	}
 	sectionOrder = []string{"python", "limits", "filesystem", "sandbox", "allowlist", "audit"}
 
-	// allowed is the "(allowed: ...)" text for each leaf key.
-	allowed = map[string]string{
-		"description":                 "any string",
-		"python.root":                 `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`,
-		"python.verify":               `"quick" (the manifest and critical files, every run) or "full" (re-hash every file first)`,
-		"limits.timeout":              timeoutRange.String(),
-		"limits.output_limit":         outputRange.String(),
-		"limits.memory":               memoryRange.String(),
-		"limits.pids":                 pidsRange.String(),
-		"limits.cpus":                 cpusRange.String(),
-		"limits.cpu_time":             cpuTimeRange.String() + " in whole seconds",
-		"limits.open_files":           openFilesRange.String(),
-		"limits.file_size":            fileSizeRange.String(),
-		"limits.stack":                stackRange.String(),
-		"filesystem.tmp_size":         tmpfsRange.String(),
-		"filesystem.shm_size":         tmpfsRange.String(),
-		"sandbox.require":             `an array of distinct names from ` + strings.Join(Requirements, ", "),
-		"sandbox.seccomp":             `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") + `) or an absolute, clean path to an OCI seccomp JSON file`,
-		"sandbox.landlock":            "true or false",
-		"allowlist.imports":           `an array of top-level module names such as ["math", "json"], or ["*"] for every module`,
-		"allowlist.deny_builtins":     "an array of distinct names from " + strings.Join(DenyableBuiltins, ", "),
-		"allowlist.deny_events":       `an array of PEP 578 audit event names such as ["subprocess.Popen", "socket.connect"]`,
-		"allowlist.strict_attributes": "true or false",
-		"audit.store_code":            "true or false",
-	}
+	// allowed is the "(allowed: ...)" text for each leaf key. Built on
+	// first use: it formats every range and lists the embedded seccomp
+	// profiles, work that only policy errors need and that would otherwise
+	// run at every start of the binary (twice per sandboxed run).
+	allowed = sync.OnceValue(func() map[string]string {
+		return map[string]string{
+			"description":                 "any string",
+			"python.root":                 `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`,
+			"python.verify":               `"quick" (the manifest and critical files, every run) or "full" (re-hash every file first)`,
+			"limits.timeout":              timeoutRange.String(),
+			"limits.output_limit":         outputRange.String(),
+			"limits.memory":               memoryRange.String(),
+			"limits.pids":                 pidsRange.String(),
+			"limits.cpus":                 cpusRange.String(),
+			"limits.cpu_time":             cpuTimeRange.String() + " in whole seconds",
+			"limits.open_files":           openFilesRange.String(),
+			"limits.file_size":            fileSizeRange.String(),
+			"limits.stack":                stackRange.String(),
+			"filesystem.tmp_size":         tmpfsRange.String(),
+			"filesystem.shm_size":         tmpfsRange.String(),
+			"sandbox.require":             `an array of distinct names from ` + strings.Join(Requirements, ", "),
+			"sandbox.seccomp":             `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") + `) or an absolute, clean path to an OCI seccomp JSON file`,
+			"sandbox.landlock":            "true or false",
+			"allowlist.imports":           `an array of top-level module names such as ["math", "json"], or ["*"] for every module`,
+			"allowlist.deny_builtins":     "an array of distinct names from " + strings.Join(DenyableBuiltins, ", "),
+			"allowlist.deny_events":       `an array of PEP 578 audit event names such as ["subprocess.Popen", "socket.connect"]`,
+			"allowlist.strict_attributes": "true or false",
+			"audit.store_code":            "true or false",
+		}
+	})
 	// example is a line to paste when a required key is missing.
 	example = map[string]string{
 		"python.root":                 `root = "base"`,
@@ -171,7 +177,7 @@ func (d *decoder) fill(p *Policy) error {
 			if d.lookup(toml.Key{sec, k}) == nil {
 				return &Error{File: d.file, Line: d.line(sec), Key: key, Msg: fmt.Sprintf(
 					"missing required key; policies have no hidden defaults, so add e.g. %s under [%s] (allowed: %s)",
-					example[key], sec, allowed[key])}
+					example[key], sec, allowed()[key])}
 			}
 		}
 	}
@@ -299,7 +305,7 @@ func (d *decoder) strs(key string, v any) ([]string, error) {
 	for i, e := range a {
 		s, ok := e.(string)
 		if !ok {
-			return nil, d.errorf(key, "element %d must be a string, not %s (allowed: %s)", i+1, tomlType(e), allowed[key])
+			return nil, d.errorf(key, "element %d must be a string, not %s (allowed: %s)", i+1, tomlType(e), allowed()[key])
 		}
 		out = append(out, s)
 	}
@@ -313,7 +319,7 @@ func (d *decoder) duration(key string, v any) (Duration, error) {
 	}
 	t, err := time.ParseDuration(s)
 	if err != nil {
-		return Duration{}, d.errorf(key, `%q is not a duration (allowed: a duration such as "30s", "1m30s" or "500ms" in %s)`, s, allowed[key])
+		return Duration{}, d.errorf(key, `%q is not a duration (allowed: a duration such as "30s", "1m30s" or "500ms" in %s)`, s, allowed()[key])
 	}
 	return Duration{t}, nil
 }
@@ -325,7 +331,7 @@ func (d *decoder) size(key string, v any) (Size, error) {
 	case string:
 		s, err := parseSize(v)
 		if err != nil {
-			return 0, d.errorf(key, "%v (allowed: %s; %s)", err, sizeSyntax, allowed[key])
+			return 0, d.errorf(key, "%v (allowed: %s; %s)", err, sizeSyntax, allowed()[key])
 		}
 		return s, nil
 	}
@@ -333,7 +339,7 @@ func (d *decoder) size(key string, v any) (Size, error) {
 }
 
 func (d *decoder) typeErr(key string, v any, want string) error {
-	return d.errorf(key, "must be %s, not %s (allowed: %s)", want, tomlType(v), or(allowed[key], want))
+	return d.errorf(key, "must be %s, not %s (allowed: %s)", want, tomlType(v), or(allowed()[key], want))
 }
 
 // errorf builds an *Error for key (a toml.Key string) at the key's line.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -31,7 +32,9 @@ var (
 	stackRange     = sizeRange{mib, gib}
 )
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName is an environment variable name. The policy regexps are
+// compiled on first use, not at every start of the binary.
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // reservedEnv lists names a policy may not set, with the reason.
 var reservedEnv = map[string]string{
@@ -60,17 +63,17 @@ func (p *Policy) validate(file string, line func(string) int) error {
 	}
 	if r := p.Python.Root; !slices.Contains(BuiltinRoots, r) {
 		if !strings.HasPrefix(r, "/") {
-			return at("python.root", "%q is not a built-in root or an absolute path (allowed: %s)", r, allowed["python.root"])
+			return at("python.root", "%q is not a built-in root or an absolute path (allowed: %s)", r, allowed()["python.root"])
 		}
 		if msg := hostPathProblem(r); msg != "" {
-			return at("python.root", "%s (allowed: %s)", msg, allowed["python.root"])
+			return at("python.root", "%s (allowed: %s)", msg, allowed()["python.root"])
 		}
 		if r == "/" {
-			return at("python.root", `"/" is the host's own root, not a built root (allowed: %s)`, allowed["python.root"])
+			return at("python.root", `"/" is the host's own root, not a built root (allowed: %s)`, allowed()["python.root"])
 		}
 	}
 	if v := p.Python.Verify; v != VerifyQuick && v != VerifyFull {
-		return at("python.verify", "%q is not a verification level (allowed: %s)", v, allowed["python.verify"])
+		return at("python.verify", "%q is not a verification level (allowed: %s)", v, allowed()["python.verify"])
 	}
 	if msg := timeoutRange.problem(p.Limits.Timeout.Duration); msg != "" {
 		return at("limits.timeout", "%s", msg)
@@ -79,7 +82,7 @@ func (p *Policy) validate(file string, line func(string) int) error {
 		return at("limits.cpu_time", "%s", msg)
 	}
 	if p.Limits.CPUTime.Duration%time.Second != 0 {
-		return at("limits.cpu_time", "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", p.Limits.CPUTime, allowed["limits.cpu_time"])
+		return at("limits.cpu_time", "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", p.Limits.CPUTime, allowed()["limits.cpu_time"])
 	}
 	if msg := pidsRange.problem(p.Limits.Pids); msg != "" {
 		return at("limits.pids", "%s", msg)
@@ -115,8 +118,8 @@ func (p *Policy) validate(file string, line func(string) int) error {
 	for _, name := range sortedKeys(p.Env) {
 		key := toml.Key{"env", name}.String()
 		switch {
-		case !envName.MatchString(name):
-			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envName)
+		case !envName().MatchString(name):
+			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envName())
 		case reservedEnv[name] != "":
 			return at(key, "%s is reserved: %s (allowed: any valid name except %s)", name, reservedEnv[name], strings.Join(sortedKeys(reservedEnv), ", "))
 		case strings.ContainsRune(p.Env[name], 0):
@@ -175,9 +178,9 @@ func (p *Policy) validateSandbox(at func(key, format string, args ...any) error)
 	for i, r := range p.Sandbox.Require {
 		switch {
 		case !slices.Contains(Requirements, r):
-			return at("sandbox.require", "element %d: unknown requirement %q (allowed: %s)", i+1, r, allowed["sandbox.require"])
+			return at("sandbox.require", "element %d: unknown requirement %q (allowed: %s)", i+1, r, allowed()["sandbox.require"])
 		case seen[r]:
-			return at("sandbox.require", "element %d: %q is listed twice (allowed: %s)", i+1, r, allowed["sandbox.require"])
+			return at("sandbox.require", "element %d: %q is listed twice (allowed: %s)", i+1, r, allowed()["sandbox.require"])
 		}
 		seen[r] = true
 	}
@@ -186,10 +189,10 @@ func (p *Policy) validateSandbox(at func(key, format string, args ...any) error)
 	case sc == "none", slices.Contains(seccompprofiles.Names(), sc):
 	case strings.HasPrefix(sc, "/"):
 		if msg := hostPathProblem(sc); msg != "" {
-			return at("sandbox.seccomp", "%s (allowed: %s)", msg, allowed["sandbox.seccomp"])
+			return at("sandbox.seccomp", "%s (allowed: %s)", msg, allowed()["sandbox.seccomp"])
 		}
 	default:
-		return at("sandbox.seccomp", "%q is not a built-in profile or an absolute path (allowed: %s)", sc, allowed["sandbox.seccomp"])
+		return at("sandbox.seccomp", "%q is not a built-in profile or an absolute path (allowed: %s)", sc, allowed()["sandbox.seccomp"])
 	}
 	if sc == "none" && seen["seccomp"] {
 		return at("sandbox.seccomp", `"none" contradicts sandbox.require, which lists "seccomp" (allowed: a profile, or drop "seccomp" from require)`)
@@ -220,10 +223,10 @@ func (r floatRange) problem(v float64) string {
 }
 
 // moduleName is a top-level Python module name.
-var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var moduleName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // eventName is a PEP 578 audit event name such as "subprocess.Popen".
-var eventName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+var eventName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`) })
 
 // validateAllowlist checks [allowlist]: module names (or "*" alone),
 // known builtins and well-formed event names, none twice.
@@ -232,9 +235,9 @@ func (p *Policy) validateAllowlist(at func(key, format string, args ...any) erro
 	for i, m := range a.Imports {
 		switch {
 		case m == AllImports && len(a.Imports) != 1:
-			return at("allowlist.imports", `element %d: "*" allows every module and must be the only entry (allowed: %s)`, i+1, allowed["allowlist.imports"])
-		case m != AllImports && !moduleName.MatchString(m):
-			return at("allowlist.imports", "element %d: %q is not a top-level module name (allowed: %s)", i+1, m, allowed["allowlist.imports"])
+			return at("allowlist.imports", `element %d: "*" allows every module and must be the only entry (allowed: %s)`, i+1, allowed()["allowlist.imports"])
+		case m != AllImports && !moduleName().MatchString(m):
+			return at("allowlist.imports", "element %d: %q is not a top-level module name (allowed: %s)", i+1, m, allowed()["allowlist.imports"])
 		case slices.Index(a.Imports, m) != i:
 			return at("allowlist.imports", "element %d: %q is listed twice", i+1, m)
 		}
@@ -242,15 +245,15 @@ func (p *Policy) validateAllowlist(at func(key, format string, args ...any) erro
 	for i, b := range a.DenyBuiltins {
 		switch {
 		case !slices.Contains(DenyableBuiltins, b):
-			return at("allowlist.deny_builtins", "element %d: %q cannot be denied (allowed: %s)", i+1, b, allowed["allowlist.deny_builtins"])
+			return at("allowlist.deny_builtins", "element %d: %q cannot be denied (allowed: %s)", i+1, b, allowed()["allowlist.deny_builtins"])
 		case slices.Index(a.DenyBuiltins, b) != i:
 			return at("allowlist.deny_builtins", "element %d: %q is listed twice", i+1, b)
 		}
 	}
 	for i, e := range a.DenyEvents {
 		switch {
-		case !eventName.MatchString(e):
-			return at("allowlist.deny_events", "element %d: %q is not an audit event name (allowed: %s)", i+1, e, allowed["allowlist.deny_events"])
+		case !eventName().MatchString(e):
+			return at("allowlist.deny_events", "element %d: %q is not an audit event name (allowed: %s)", i+1, e, allowed()["allowlist.deny_events"])
 		case slices.Index(a.DenyEvents, e) != i:
 			return at("allowlist.deny_events", "element %d: %q is listed twice", i+1, e)
 		}
