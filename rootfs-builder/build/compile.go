@@ -6,14 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 )
 
 // compileErrRe matches compileall's report of a file it could not
 // compile (with -q): *** Error compiling '/path/x.py'...
-var compileErrRe = regexp.MustCompile(`(?m)^\*\*\* Error compiling (.+)\.\.\.$`)
+var compileErrRe = lazyRegexp(`(?m)^\*\*\* Error compiling (.+)\.\.\.$`)
 
 // compile writes a .pyc for every .py of the stdlib and the venv with the
 // interpreter's own compileall. unchecked-hash: the root is read-only, and
@@ -37,7 +36,7 @@ func (b *builder) compile() error {
 	cmd := exec.CommandContext(b.ctx, b.o.Python, args...)
 	out, runErr := cmd.CombinedOutput()
 	invalid := map[string]bool{}
-	for _, m := range compileErrRe.FindAllSubmatch(out, -1) {
+	for _, m := range compileErrRe().FindAllSubmatch(out, -1) {
 		p := string(m[1])
 		if u, err := strconv.Unquote(p); err == nil {
 			p = u

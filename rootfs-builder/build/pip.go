@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -107,9 +106,9 @@ func pipEnv(env []string) []string {
 }
 
 var (
-	noDistRe   = regexp.MustCompile(`No matching distribution found for ([A-Za-z0-9._-]+)`)
-	badHashRe  = regexp.MustCompile(`(?m)^\s+([A-Za-z0-9._-]+)==\S+ from `)
-	hashHeadRe = regexp.MustCompile(`DO NOT MATCH THE HASHES`)
+	noDistRe   = lazyRegexp(`No matching distribution found for ([A-Za-z0-9._-]+)`)
+	badHashRe  = lazyRegexp(`(?m)^\s+([A-Za-z0-9._-]+)==\S+ from `)
+	hashHeadRe = lazyRegexp(`DO NOT MATCH THE HASHES`)
 )
 
 // pipError turns a failed pip run into an error naming the lock entry at
@@ -117,11 +116,11 @@ var (
 func (b *builder) pipError(pip string, out []byte, runErr error) error {
 	tail := lastLines(out, 25)
 	var lerr *LockError
-	switch m := noDistRe.FindSubmatch(out); {
+	switch m := noDistRe().FindSubmatch(out); {
 	case m != nil:
 		lerr = b.lockError(string(m[1]), "no wheel for this interpreter and platform on the index: the version may not exist, or it has only a source distribution (source builds are refused)")
-	case hashHeadRe.Match(out):
-		if m := badHashRe.FindSubmatch(out); m != nil {
+	case hashHeadRe().Match(out):
+		if m := badHashRe().FindSubmatch(out); m != nil {
 			lerr = b.lockError(string(m[1]), "the downloaded wheel's sha256 is none of the lock's hashes")
 		}
 	}
