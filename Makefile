@@ -9,7 +9,10 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # urfave_cli_no_docs: drops urfave/cli's man/markdown generation (unused)
 # and with it blackfriday, whose package init was a quarter of every start-up.
 TAGS    := netgo,osusergo,sqlite_omit_load_extension,urfave_cli_no_docs
-GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum $(wildcard policies/*.toml)
+# Everything compiled or embedded into the binary (go:embed: the policies,
+# the seccomp profiles, the Python runner), and this file for TAGS.
+GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum Makefile \
+	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) sandbox/pyrunner/runner.py
 
 .PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci
 
