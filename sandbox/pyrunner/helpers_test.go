@@ -171,7 +171,7 @@ func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
 // program; it returns stdout and stderr together.
 func execRunner(t *testing.T, config string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(python, "-s", "-P", "-c", Source, config)
+	cmd := exec.Command(python, "-S", "-s", "-P", "-c", Source, config)
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	return string(out), err

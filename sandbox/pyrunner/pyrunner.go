@@ -134,14 +134,20 @@ func isModuleName(s string) bool {
 	return true
 }
 
+// flags are the interpreter's options: -S (no site: the runner does site's
+// work for nsbox's venv itself, cheaper, and runs the real site.main()
+// for any other layout), -s (no user site-packages), -P (no script or
+// current directory in sys.path).
+var flags = []string{"-S", "-s", "-P"}
+
 // Argv returns the interpreter's command line for c:
-// [interp, "-s", "-P", "-c", Source, <config JSON>].
+// [interp, "-S", "-s", "-P", "-c", Source, <config JSON>].
 func Argv(interp string, c Config) ([]string, error) {
 	cfg, err := encodeConfig(interp, c)
 	if err != nil {
 		return nil, err
 	}
-	return []string{interp, "-s", "-P", "-c", Source, cfg}, nil
+	return append(append([]string{interp}, flags...), "-c", Source, cfg), nil
 }
 
 // CompiledPath is where a root keeps the runner compiled for its own
@@ -156,14 +162,14 @@ func CompiledPath() string {
 }
 
 // ArgvCompiled is Argv for a root that has CompiledPath:
-// [interp, "-s", "-P", pyc, <config JSON>]. -P keeps the .pyc's directory
-// out of sys.path.
+// [interp, "-S", "-s", "-P", pyc, <config JSON>]. -P keeps the .pyc's
+// directory out of sys.path.
 func ArgvCompiled(interp, pyc string, c Config) ([]string, error) {
 	cfg, err := encodeConfig(interp, c)
 	if err != nil {
 		return nil, err
 	}
-	return []string{interp, "-s", "-P", pyc, cfg}, nil
+	return append(append([]string{interp}, flags...), pyc, cfg), nil
 }
 
 // encodeConfig validates c and encodes it as the runner's one argument.

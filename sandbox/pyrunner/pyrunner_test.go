@@ -12,14 +12,14 @@ func TestArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(argv) != 6 || !reflect.DeepEqual(argv[:4], []string{"/usr/bin/python3.11", "-s", "-P", "-c"}) ||
-		argv[4] != Source {
-		t.Fatalf("argv %q", argv[:4])
+	if len(argv) != 7 || !reflect.DeepEqual(argv[:5], []string{"/usr/bin/python3.11", "-S", "-s", "-P", "-c"}) ||
+		argv[5] != Source {
+		t.Fatalf("argv %q", argv[:5])
 	}
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
 		`"report_fd":3,"filename":"<program>"}`
-	if argv[5] != want {
-		t.Errorf("config\n got %s\nwant %s", argv[5], want)
+	if argv[6] != want {
+		t.Errorf("config\n got %s\nwant %s", argv[6], want)
 	}
 
 	// nil and empty allowlists differ: no checks, and nothing allowed.
@@ -29,12 +29,12 @@ func TestArgv(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	if err := json.Unmarshal([]byte(argv[5]), &got); err != nil {
+	if err := json.Unmarshal([]byte(argv[6]), &got); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok := got["allow"].([]any); !ok || len(a) != 0 || got["filename"] != "job.py" ||
 		got["mode"] != "check" || !reflect.DeepEqual(got["writable_dirs"], []any{"/out"}) {
-		t.Errorf("config %s", argv[5])
+		t.Errorf("config %s", argv[6])
 	}
 }
 

@@ -1,9 +1,9 @@
 # nsbox runner: the Python layer of a sandboxed run (policy and telemetry;
 # the OS sandbox around this interpreter is the security boundary).
 #
-# Started as:  python3.11 -s -P -c <this file> <config JSON>
-# with the user's program on stdin. The Go package pyrunner documents the
-# protocol; in short:
+# Started as:  python3.11 -S -s -P <runner .pyc> <config JSON>
+# (or -c <this file>) with the user's program on stdin. The Go package
+# pyrunner documents the protocol; in short:
 #   1. read the config and the whole program (bytes); stdin is then at EOF;
 #   2. static check: parse, compile, collect every violation, write them to
 #      the report fd as JSON lines, then exactly one status line;
@@ -14,24 +14,23 @@
 #      tracebacks without the runner's own frames.
 # Stdlib only, Python 3.11. Everything the runner needs at run time is bound
 # here at start-up, so monkey-patching a module later does not change it.
+#
+# Start-up cost is the cost of every sandboxed run, so the runner imports
+# only built-in and frozen modules (posix, not os; _ast, not ast; no json,
+# re, tokenize, linecache or traceback: those cost 20-30 ms together) and
+# does site's work for nsbox's venv itself (-S). What it needs only on a
+# rare path (a coding cookie, a traceback, string.Formatter under
+# strict_attrs) it loads there.
 
+import _ast
+import _operator
+import _signal
+import _sitebuiltins
 import _string
 import _thread
-import ast
 import builtins
-import importlib
-import importlib.util
-import json
-import linecache
-import opcode
-import operator
-import os
-import signal
-import string
+import posix
 import sys
-import tokenize
-import traceback
-import types
 
 _RG = globals()  # a frame whose globals are this dict is the runner's own
 
@@ -72,33 +71,49 @@ FRAME_ATTRS = frozenset((
 VIEW_DUNDERS = frozenset((
     "__name__", "__doc__", "__all__", "__file__", "__path__", "__package__",
     "__version__"))
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-IMPORT_NAME = opcode.opmap["IMPORT_NAME"]
+WRITE_FLAGS = posix.O_WRONLY | posix.O_RDWR | posix.O_APPEND | posix.O_CREAT | posix.O_TRUNC
 # Writable whatever the policy says: nothing is stored there.
 WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
 
-_write = os.write
+_write = posix.write
+_lstat = posix.lstat
+_readlink = posix.readlink
+_getcwd = posix.getcwd
+_fspath = posix.fspath
 _getframe = sys._getframe
 _get_ident = _thread.get_ident
-_esc = json.encoder.encode_basestring_ascii
 _real_import = builtins.__import__
-_real_import_module = importlib.import_module
-_resolve_name = importlib.util.resolve_name
-_real_attrgetter = operator.attrgetter
-_real_methodcaller = operator.methodcaller
+_real_attrgetter = _operator.attrgetter
+_real_methodcaller = _operator.methodcaller
 _field_split = _string.formatter_field_name_split
-_realpath = os.path.realpath
-_abspath = os.path.abspath
-_ModuleType = types.ModuleType
-_AST_PARSE = ast.parse.__code__
+_ModuleType = type(sys)
+_AST = _ast.AST
 _modules = sys.modules
+# importlib._bootstrap, which the interpreter loads at start-up.
+_bootstrap_resolve = _modules["_frozen_importlib"]._resolve_name
+_STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
+    sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
+_AST_FILE = _STDLIB + "/ast.py"
+
+
+def _import_name_op():
+    """IMPORT_NAME's opcode, without importing opcode: the one instruction
+    "import a" has and "a = 1" has not."""
+    ops = (set(compile("import a", "", "exec").co_code[::2])
+           - set(compile("a = 1", "", "exec").co_code[::2]))
+    if len(ops) == 1:
+        return ops.pop()
+    return _real_import("opcode").opmap["IMPORT_NAME"]  # another bytecode layout
+
+
+IMPORT_NAME = _import_name_op()
 
 
 def _fail(msg):
     """Stop on a configuration error: the supervisor's bug, never the user's."""
     sys.stderr.write("nsbox runner: %s\n" % msg)
     sys.stderr.flush()
-    os._exit(EXIT_RUNNER)
+    posix._exit(EXIT_RUNNER)
 
 
 # ---------------------------------------------------------------- config
@@ -107,8 +122,8 @@ def _load_config(argv):
     if len(argv) != 2:
         _fail("usage: python -c <runner> <config JSON>")
     try:
-        c = json.loads(argv[1])
-    except ValueError as e:
+        c = _json_value(compile(argv[1], "<config>", "eval", _ast.PyCF_ONLY_AST).body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         _fail("config is not JSON: %s" % e)
     if not isinstance(c, dict):
         _fail("config is not a JSON object")
@@ -124,7 +139,7 @@ def _load_config(argv):
             _fail("%s: want a list of strings" % key)
         return v
 
-    cfg = types.SimpleNamespace()
+    cfg = _Config()
     cfg.mode = c.get("mode")
     if cfg.mode not in ("run", "check"):
         _fail("mode: want \"run\" or \"check\", not %r" % (cfg.mode,))
@@ -148,24 +163,250 @@ def _load_config(argv):
         _fail("filename: want a string")
     dirs = strings("writable_dirs")
     dirs = ["/workspace", "/tmp"] if dirs is None else dirs
-    if not all(os.path.isabs(d) for d in dirs):
+    if not all(d.startswith("/") for d in dirs):
         _fail("writable_dirs: want absolute paths")
     cfg.writable_dirs = dirs
     cfg.writable = tuple(_realpath(d) for d in dirs)
     return cfg
 
 
+class _Config:
+    """The decoded config (attributes set by _load_config)."""
+
+
+_JSON_NAMES = {"true": True, "false": False, "null": None}
+
+
+def _json_value(node):
+    """The value of a JSON document parsed as a Python expression: objects
+    with string keys, arrays, strings, numbers, true, false and null.
+    Go's encoding/json writes a subset of Python's literal syntax (it never
+    writes \\/ or surrogate-pair escapes), so the compiler's parser reads
+    it and the json module (3-4 ms to import) is not needed."""
+    t = type(node)
+    if t is _ast.Constant and type(node.value) in (str, int, float):
+        return node.value
+    if t is _ast.Name and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    if t is _ast.List:
+        return [_json_value(e) for e in node.elts]
+    if t is _ast.Dict:
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if type(k) is not _ast.Constant or type(k.value) is not str:
+                raise ValueError("line %d: object keys must be strings" % node.lineno)
+            out[k.value] = _json_value(v)
+        return out
+    if (t is _ast.UnaryOp and type(node.op) is _ast.USub
+            and type(node.operand) is _ast.Constant
+            and type(node.operand.value) in (int, float)):
+        return -node.operand.value
+    raise ValueError("line %d, col %d: not a JSON value" % (
+        getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + 1))
+
+
+# ---------------------------------------------------------------- paths
+
+def _fsdecode(p):
+    """os.fsdecode without os."""
+    p = _fspath(p)
+    if isinstance(p, bytes):
+        return p.decode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+    return p
+
+
+def _abspath(p):
+    """os.path.abspath without os: absolute, with "." and ".." resolved
+    lexically and repeated slashes folded."""
+    if not p.startswith("/"):
+        p = _getcwd() + "/" + p
+    parts = []
+    for c in p.split("/"):
+        if c == "..":
+            if parts:
+                parts.pop()
+        elif c and c != ".":
+            parts.append(c)
+    return "/" + "/".join(parts)
+
+
+def _realpath(p):
+    """os.path.realpath (strict=False) without os: symlinks resolved one
+    component at a time, ".." applied to what the link before it resolved
+    to; a missing component is kept as written; at a symlink loop the rest
+    is kept unresolved."""
+    if not p.startswith("/"):
+        p = _getcwd() + "/" + p
+    path, _ = _resolve("/", p, {})
+    return _abspath(path)
+
+
+def _resolve(path, rest, seen):
+    """Resolve the components of rest onto path (absolute, resolved). seen
+    maps each link met to what it resolved to, None while resolving it.
+    Returns the path and False when a loop stopped the resolution."""
+    if rest.startswith("/"):
+        path = "/"
+    parts = rest.split("/")
+    for i, name in enumerate(parts):
+        if not name or name == ".":
+            continue
+        if name == "..":
+            path = path.rpartition("/")[0] or "/"
+            continue
+        new = path.rstrip("/") + "/" + name
+        try:
+            link = _lstat(new).st_mode & 0o170000 == 0o120000
+            target = _readlink(new) if link else None
+        except OSError:
+            link = False
+        if not link:
+            path = new
+            continue
+        if new in seen:
+            if seen[new] is not None:
+                path = seen[new]
+                continue
+            return new + "/" + "/".join(parts[i + 1:]), False
+        seen[new] = None
+        path, ok = _resolve(path, target, seen)
+        if not ok:
+            return path + "/" + "/".join(parts[i + 1:]), False
+        seen[new] = path
+    return path, True
+
+
+# ---------------------------------------------------------------- site
+
+def _site():
+    """What site.main() does for an nsbox root, which has a venv (/venv,
+    include-system-site-packages = false, no .pth file, no sitecustomize):
+    the venv's prefix and site-packages, and the builtins site adds (exit,
+    quit, help, copyright, credits, license). Anything else, or a layout
+    this does not recognise, gets the real site.main(). The interpreter
+    runs with -S because site imports os and parses every .pth file: 2-3 ms
+    per run. sys.flags.no_site is 1 either way."""
+    if not _venv_site():
+        _real_import("site").main()
+        return
+    eof = "Ctrl-D (i.e. EOF)"
+    builtins.quit = _sitebuiltins.Quitter("quit", eof)
+    builtins.exit = _sitebuiltins.Quitter("exit", eof)
+    builtins.copyright = _printer("copyright", sys.copyright, ())
+    builtins.credits = _printer("credits", """\
+    Thanks to CWI, CNRI, BeOpen.com, Zope Corporation and a cast of thousands
+    for supporting Python development.  See www.python.org for more information.""", ())
+    builtins.license = _printer(
+        "license", "See https://www.python.org/psf/license/",
+        [d + "/" + f for d in (_STDLIB + "/..", _STDLIB, ".")
+         for f in ("LICENSE.txt", "LICENSE")])
+    builtins.help = _sitebuiltins._Helper()
+
+
+def _printer(name, data, filenames):
+    """A _sitebuiltins._Printer as its constructor would make it; the
+    constructor imports os (1.5 ms) for os.path.join."""
+    p = _sitebuiltins._Printer.__new__(_sitebuiltins._Printer)
+    p._Printer__name, p._Printer__data = name, data
+    p._Printer__lines, p._Printer__filenames = None, list(filenames)
+    return p
+
+
+def _isdir(p):
+    try:
+        return posix.stat(p).st_mode & 0o170000 == 0o040000
+    except OSError:
+        return False
+
+
+def _venv_site():
+    """Set up the venv as site.venv() would; False (nothing changed) if the
+    interpreter is not in a venv of the shape nsbox builds."""
+    exe_dir = _abspath(sys.executable).rpartition("/")[0]
+    prefix = exe_dir.rpartition("/")[0]
+    try:
+        posix.stat(exe_dir + "/pyvenv.cfg")
+        return False  # site would read this one first
+    except OSError:
+        pass
+    try:
+        with open(prefix + "/pyvenv.cfg", encoding="utf-8") as f:
+            conf = f.read()
+    except OSError:
+        return False
+    system_site, home = "true", None
+    for line in conf.splitlines():
+        key, eq, value = line.partition("=")
+        if not eq:
+            continue
+        key, value = key.strip().lower(), value.strip()
+        if key == "include-system-site-packages":
+            system_site = value.lower()
+        elif key == "home":
+            home = value
+    if system_site == "true":
+        return False
+    ver = "python%d.%d" % sys.version_info[:2]
+    site = prefix + "/lib/" + ver + "/site-packages"
+    # Debian's site also looks in these; nsbox's roots have none of them.
+    for d in (prefix + "/local/lib/" + ver + "/dist-packages",
+              prefix + "/lib/python3/dist-packages",
+              prefix + "/lib/" + ver + "/dist-packages"):
+        if _isdir(d):
+            return False
+    try:
+        names = posix.listdir(site)
+    except OSError:
+        return False
+    if any(n.endswith(".pth") and not n.startswith(".") for n in names):
+        return False  # .pth files are site's to run
+    sys.prefix = sys.exec_prefix = prefix
+    sys._home = home
+    if site not in sys.path:
+        sys.path.append(site)
+    # site imports sitecustomize when there is one: leave that to site too.
+    if _modules["_frozen_importlib_external"].PathFinder.find_spec("sitecustomize") is not None:
+        sys.path.remove(site)
+        sys.prefix, sys.exec_prefix = sys.base_prefix, sys.base_exec_prefix
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- JSON strings
+
+_ESC = {i: "\\u%04x" % i for i in (*range(32), 0x7f)}
+_ESC.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n",
+             ord("\r"): "\\r", ord("\t"): "\\t", ord("\b"): "\\b",
+             ord("\f"): "\\f"})
+
+
+def _esc(s):
+    """s as a JSON string of ASCII characters (json's
+    encode_basestring_ascii, without importing json)."""
+    s = s.translate(_ESC)
+    if not s.isascii():
+        s = "".join(c if c < "\x80" else _uesc(ord(c)) for c in s)
+    return '"' + s + '"'
+
+
+def _uesc(n):
+    if n < 0x10000:
+        return "\\u%04x" % n
+    n -= 0x10000
+    return "\\u%04x\\u%04x" % (0xd800 | (n >> 10), 0xdc00 | (n & 0x3ff))
+
+
 # ---------------------------------------------------------------- report
 
 class _Report:
-    """The report channel: a private fd, written with os.write bound at
+    """The report channel: a private fd, written with posix.write bound at
     start-up. Runtime lines are de-duplicated and capped so a loop cannot
     fill the pipe."""
 
     def __init__(self, fd):
         try:
-            st = os.fstat(fd)
-            os.set_inheritable(fd, False)  # no child process gets it
+            st = posix.fstat(fd)
+            posix.set_inheritable(fd, False)  # no child process gets it
         except OSError as e:
             _fail("report_fd %d: %s" % (fd, e))
         self.fd = fd
@@ -197,15 +438,31 @@ class _Report:
 
 # ---------------------------------------------------------------- static check
 
+def _walk(tree):
+    """ast.walk without ast: every node, breadth first, in ast.walk's order."""
+    todo = [tree]
+    i = 0
+    while i < len(todo):
+        n = todo[i]
+        i += 1
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, _AST):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, _AST))
+        yield n
+
+
 def _literal(node):
     """The value of a string literal, folding "a" + "b"; None otherwise."""
     parts, stack = [], [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+        if isinstance(n, _ast.BinOp) and isinstance(n.op, _ast.Add):
             stack.append(n.right)
             stack.append(n.left)
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+        elif isinstance(n, _ast.Constant) and isinstance(n.value, str):
             parts.append(n.value)
         else:
             return None
@@ -252,16 +509,16 @@ def _check(tree, cfg, out, codegen=False):
     # Names bound to importlib, and to its import functions; in generated
     # code, the names it binds itself (a namedtuple field may be "locals").
     il_mods, il_funcs, bound = set(), set(), set()
-    for n in ast.walk(tree):
-        if codegen and isinstance(n, ast.arg):
+    for n in _walk(tree):
+        if codegen and isinstance(n, _ast.arg):
             bound.add(n.arg)
-        elif codegen and isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+        elif codegen and isinstance(n, _ast.Name) and not isinstance(n.ctx, _ast.Load):
             bound.add(n.id)
-        if isinstance(n, ast.Import):
+        if isinstance(n, _ast.Import):
             for a in n.names:
                 if a.name == "importlib":
                     il_mods.add(a.asname or a.name)
-        elif isinstance(n, ast.ImportFrom) and n.module == "importlib" and not n.level:
+        elif isinstance(n, _ast.ImportFrom) and n.module == "importlib" and not n.level:
             for a in n.names:
                 if a.name in ("import_module", "__import__"):
                     il_funcs.add(a.asname or a.name)
@@ -287,40 +544,40 @@ def _check(tree, cfg, out, codegen=False):
             "%s %r starts with an underscore: not allowed under strict_attrs"
             % (what, name), line, col)
 
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
+    for n in _walk(tree):
+        if isinstance(n, _ast.Import):
             for a in n.names:
                 module(a.name, a)
-        elif isinstance(n, ast.ImportFrom):
+        elif isinstance(n, _ast.ImportFrom):
             module(n.module, n, n.level)
             if strict:
                 for a in n.names:
                     if a.name.startswith("_") and n.module != "__future__":
                         attr(a.name, a, "imported name")
-        elif isinstance(n, ast.Call):
+        elif isinstance(n, _ast.Call):
             f = n.func
             lit = _literal(n.args[0]) if n.args else None
             # __import__("x"), importlib.import_module("x"), importlib.__import__("x")
             if lit is not None and (
-                    isinstance(f, ast.Name) and (f.id == "__import__" or f.id in il_funcs)
-                    or isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                    isinstance(f, _ast.Name) and (f.id == "__import__" or f.id in il_funcs)
+                    or isinstance(f, _ast.Attribute) and isinstance(f.value, _ast.Name)
                     and f.value.id in il_mods and f.attr in ("import_module", "__import__")):
                 level = 0
                 for k in n.keywords:
-                    if k.arg == "level" and isinstance(k.value, ast.Constant):
+                    if k.arg == "level" and isinstance(k.value, _ast.Constant):
                         level = k.value.value if isinstance(k.value.value, int) else 0
                 if lit.startswith(".") and len(n.args) > 1 and _literal(n.args[1]):
                     lit = _literal(n.args[1])  # import_module(".x", "pkg"): pkg's top
                 module(lit, n, level)
             # getattr(o, "_x") and its family, with a (folded) literal name
-            if (strict and isinstance(f, ast.Name) and len(n.args) > 1
+            if (strict and isinstance(f, _ast.Name) and len(n.args) > 1
                     and f.id in ("getattr", "setattr", "delattr", "hasattr")):
                 name = _literal(n.args[1])
-                plain = isinstance(n.args[1], ast.Constant)
+                plain = isinstance(n.args[1], _ast.Constant)
                 if name and name.startswith("_") and not (plain and _is_dunder(name)):
                     attr(name, n, "attribute")
-        elif isinstance(n, ast.Name):
-            if isinstance(n.ctx, ast.Load) and n.id in deny:
+        elif isinstance(n, _ast.Name):
+            if isinstance(n.ctx, _ast.Load) and n.id in deny:
                 add("builtin", n.id, n,
                     "%r is not available under the policy" % n.id)
             if codegen and n.id in CODEGEN_NAMES and n.id not in bound:
@@ -329,7 +586,7 @@ def _check(tree, cfg, out, codegen=False):
                 add("attribute", n.id, n,
                     "name %r reaches the interpreter's internals: not allowed "
                     "under strict_attrs" % n.id)
-        elif isinstance(n, ast.Attribute) and strict:
+        elif isinstance(n, _ast.Attribute) and strict:
             # Point at the name after the dot, not at the whole expression.
             line, col = n.end_lineno, n.end_col_offset - len(n.attr.encode("utf-8"))
             if codegen and n.attr in ESCAPE_ATTRS:
@@ -337,11 +594,11 @@ def _check(tree, cfg, out, codegen=False):
                     "interpreter's internals" % n.attr, line, col)
             elif not codegen and n.attr.startswith("_"):
                 attr(n.attr, n, "attribute", line, col)
-        elif isinstance(n, ast.MatchClass) and strict and not codegen:
+        elif isinstance(n, _ast.MatchClass) and strict and not codegen:
             for k in n.kwd_attrs:  # case C(__class__=x) reads an attribute
                 if k.startswith("_"):
                     attr(k, n, "attribute")
-        elif (isinstance(n, ast.Constant) and strict and not codegen
+        elif (isinstance(n, _ast.Constant) and strict and not codegen
               and isinstance(n.value, str) and _is_dunder(n.value)):
             # "__module__", "__annotations__" as keys of a class namespace
             add("attribute", n.value, n,
@@ -353,7 +610,13 @@ def _check(tree, cfg, out, codegen=False):
 
 def _decode(src):
     try:
-        enc, _ = tokenize.detect_encoding(iter(src.splitlines(True)).__next__)
+        # A coding cookie can only be in the first two lines; without one
+        # the source is UTF-8 (and tokenize, 5 ms to import, is not needed).
+        if b"coding" in b"\n".join(src.split(b"\n", 2)[:2]):
+            enc, _ = _real_import("tokenize").detect_encoding(
+                iter(src.splitlines(True)).__next__)
+        else:
+            enc = "utf-8-sig" if src.startswith(b"\xef\xbb\xbf") else "utf-8"
         return src.decode(enc)
     except (SyntaxError, LookupError, UnicodeDecodeError):
         return src.decode("utf-8", "replace")
@@ -385,6 +648,11 @@ class _State:
     paths = {}          # code file -> whether it lies in a writable directory
     code_dirs = ()      # where the program can write code files, resolved
     watch = frozenset()  # the events the hook looks at
+    import_module = None  # the real importlib.import_module, once importlib is loaded
+    base_get_field = None  # the real string.Formatter.get_field, once needed
+    ast_parse = None    # the code of the real ast.parse, once ast is loaded
+    planted = False     # the program's lines are in linecache's cache
+    planting = False    # linecache is being loaded for that
 
 
 def _is_user(frame):
@@ -516,7 +784,14 @@ def _guard_import_module(name, package=None):
     if isinstance(name, str) and name.startswith(".") and package:
         name = _resolve_name(name, package)
     _check_import(name, 0, _getframe(1))
-    return _hand_over(_real_import_module(name, package))
+    return _hand_over(_State.import_module(name, package))
+
+
+def _resolve_name(name, package):
+    """importlib.util.resolve_name for a relative name and a package,
+    without importing importlib.util."""
+    level = len(name) - len(name.lstrip("."))
+    return _bootstrap_resolve(name[level:], package, level)
 
 
 def _guard_importlib_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -570,15 +845,21 @@ def _get_field(self, field_name, args, kwargs):
     for is_attr, key in rest:
         if is_attr and key.startswith("_"):
             raise _underscore_refused(key, _getframe(1))
-    return string.Formatter.get_field(self, field_name, args, kwargs)
+    return _State.base_get_field(self, field_name, args, kwargs)
 
 
-# string.Formatter without a route back to the real class (mro() would give
-# it): a copy of its namespace whose get_field refuses "{0._x}" fields.
-_Formatter = type("Formatter", (), dict(
-    {k: v for k, v in vars(string.Formatter).items()
-     if k not in ("__dict__", "__weakref__")},
-    get_field=_get_field, __module__="string"))
+def _formatter(string):
+    """string.Formatter without a route back to the real class (mro() would
+    give it): a copy of its namespace whose get_field refuses "{0._x}"
+    fields. Built when the program first asks (string imports re)."""
+    real = string.Formatter
+    _State.base_get_field = real.get_field
+    return type("Formatter", (), dict(
+        {k: v for k, v in vars(real).items() if k not in ("__dict__", "__weakref__")},
+        get_field=_get_field, __module__="string"))
+
+
+_FORMATTER = object()  # subst's placeholder for the copy _formatter builds
 
 
 class _ModuleView(_ModuleType):
@@ -613,6 +894,8 @@ def _hand_over(mod):
         return mod
     v = _State.views.get(id(mod))
     if v is None:
+        if mod.__name__ == "importlib" and _State.import_module is None:
+            _State.import_module = mod.import_module
         v = _ModuleView(mod.__name__)
         _State.views[id(mod)] = v  # both maps keep both alive: ids stay valid
         _State.viewed[id(v)] = mod
@@ -632,6 +915,8 @@ def _view_attr(view, name):
     if mod is None:  # a "view" the user built by calling type(view)
         raise AttributeError(name)
     sub = _State.subst.get((mod.__name__, name))
+    if sub is _FORMATTER:
+        sub = _State.subst[(mod.__name__, name)] = _formatter(mod)
     if sub is not None:
         return sub
     if not _State.cfg.strict:
@@ -680,11 +965,12 @@ def _check_compiled(source, filename, frame):
     rules (user code) or the escape rules (library code generators)."""
     user = frame is not None and _is_user(frame)
     if user and isinstance(filename, (str, bytes)):
-        _State.user_files.add(os.fsdecode(filename))
+        _State.user_files.add(_fsdecode(filename))
     if not _State.cfg.strict:
         return
     try:
-        tree = source if isinstance(source, ast.AST) else ast.parse(source)
+        tree = source if isinstance(source, _AST) else compile(
+            source, "<unknown>", "exec", _ast.PyCF_ONLY_AST)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return  # compile() itself will say what is wrong
     found = []
@@ -700,19 +986,19 @@ def _check_compiled(source, filename, frame):
 def _check_open(path, mode, flags, frame):
     if isinstance(path, int):  # an fd: was it checked when opened, or is it the report pipe?
         try:
-            st = os.fstat(path)
+            st = posix.fstat(path)
         except OSError:
             return
         if (st.st_dev, st.st_ino) == _State.report.ident:
             raise _report_refused(frame)
         return
     try:
-        p = _abspath(os.fsdecode(path))
+        p = _abspath(_fsdecode(path))
     except (TypeError, ValueError):
         return
     if p.startswith(("/proc/", "/dev/fd/", "/dev/std")):
         try:
-            st = os.stat(p)
+            st = posix.stat(p)
         except OSError:
             st = None
         if st is not None and (st.st_dev, st.st_ino) == _State.report.ident:
@@ -778,7 +1064,7 @@ def _hook(event, args):
             # A module's source compiled by importlib is checked as a module
             # load (the "exec" event), not as code compiled at run time; an
             # ast.parse() makes no code (compiling its tree is an event too).
-            if not _is_machinery(frame.f_code) and frame.f_code is not _AST_PARSE:
+            if not _is_machinery(frame.f_code) and not _is_ast_parse(frame.f_code):
                 _check_compiled(args[0], args[1], _origin(frame))
         elif event == "object.__getattr__":
             # The reader is the frame right below: library code (traceback,
@@ -786,8 +1072,52 @@ def _hook(event, args):
             if args[1] in FRAME_ATTRS and frame.f_globals is not _RG and _is_user(frame):
                 raise _underscore_refused(args[1], frame) if args[1].startswith(
                     "_") else _frame_refused(args[1], frame)
+        if event == "import" and args[0] == "linecache" and not _State.planted:
+            _load_linecache(tid)
     finally:
         _State.busy.discard(tid)
+
+
+def _is_ast_parse(code):
+    """Whether code is the real ast.parse, whose compile event is a parse
+    of source that makes no code. The runner does not import ast (8 ms):
+    the real one is looked up once a frame claims to be it."""
+    if code.co_name != "parse" or code.co_filename != _AST_FILE:
+        return False
+    if _State.ast_parse is None:
+        m = _modules.get("ast")
+        f = getattr(m, "parse", None) if type(m) is _ModuleType else None
+        _State.ast_parse = getattr(f, "__code__", None)
+    return code is _State.ast_parse
+
+
+def _load_linecache(tid):
+    """The program's lines must be in linecache's cache before anything
+    asks it for them (tracebacks, warnings, inspect), but linecache costs
+    5 ms to import (tokenize, re). So when something first imports it, the
+    runner imports it at once, with the hook watching this thread again,
+    and plants them; the import that was starting then finds it loaded."""
+    if _State.planting:
+        return
+    _State.planting = True
+    _State.busy.discard(tid)
+    try:
+        _real_import("linecache")
+        _plant_lines()
+    finally:
+        _State.planting = False
+        _State.busy.add(tid)
+
+
+def _plant_lines():
+    lc = _modules.get("linecache")
+    if lc is None or _State.planted:
+        return
+    lines = _State.lines
+    lc.cache[_State.cfg.filename] = (
+        sum(len(l) + 1 for l in lines), None, [l + "\n" for l in lines],
+        _State.cfg.filename)
+    _State.planted = True
 
 
 def _frame_refused(name, frame):
@@ -823,7 +1153,7 @@ def _print_exception(exc):
     _strip(exc, set())
     hook = sys.excepthook
     if hook is sys.__excepthook__:
-        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        _real_import("traceback").print_exception(type(exc), exc, exc.__traceback__)
     else:
         hook(type(exc), exc, exc.__traceback__)
     sys.stderr.flush()
@@ -838,7 +1168,7 @@ def _static(cfg, report, src):
             line = src.count(b"\n", 0, src.index(b"\0")) + 1
             raise SyntaxError("source code cannot contain null bytes",
                               (cfg.filename, line, 1, None))
-        tree = ast.parse(src, cfg.filename)
+        tree = compile(src, cfg.filename, "exec", _ast.PyCF_ONLY_AST)
         code = compile(src, cfg.filename, "exec", dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError) as e:
         if not isinstance(e, SyntaxError):
@@ -848,7 +1178,7 @@ def _static(cfg, report, src):
         report.line((("static", "syntax_error"), ("line", line), ("col", col),
                      ("detail", "%s: %s" % (type(e).__name__, e.msg))))
         e.__traceback__ = None
-        traceback.print_exception(type(e), e, None)
+        _real_import("traceback").print_exception(type(e), e, None)
         sys.exit(EXIT_SYNTAX)
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -883,8 +1213,7 @@ def _user_builtins(cfg):
 
 
 def _machinery_files():
-    d = os.path.dirname(importlib.__file__)
-    return frozenset(os.path.join(d, f) for f in (
+    return frozenset(_STDLIB + "/importlib/" + f for f in (
         "__init__.py", "_bootstrap.py", "_bootstrap_external.py", "util.py",
         "machinery.py", "_abc.py", "abc.py"))
 
@@ -901,7 +1230,7 @@ def _run(cfg, report, code, lines):
     if cfg.strict:
         _State.subst.update({("operator", "attrgetter"): _attrgetter,
                              ("operator", "methodcaller"): _methodcaller,
-                             ("string", "Formatter"): _Formatter})
+                             ("string", "Formatter"): _FORMATTER})
     _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
         {"object.__getattr__"} if cfg.strict else set())
     _State.ub = _user_builtins(cfg)
@@ -912,8 +1241,7 @@ def _run(cfg, report, code, lines):
     _RG["_runner_module"] = runner_module  # keep the runner's module alive
     _modules["__main__"] = main  # pickle, dataclasses, typing look the program up here
     sys.argv = [cfg.filename]
-    linecache.cache[cfg.filename] = (
-        sum(len(l) + 1 for l in lines), None, [l + "\n" for l in lines], cfg.filename)
+    _plant_lines()  # now if linecache is loaded already, else when it is
 
     sys.addaudithook(_hook)
     _State.running = True
@@ -925,8 +1253,8 @@ def _run(cfg, report, code, lines):
         _print_exception(e)
         _State.running = False
         # Die of SIGINT, as python does, so the parent sees the signal.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+        posix.kill(posix.getpid(), _signal.SIGINT)
         sys.exit(130)
     except BaseException as e:
         _print_exception(e)
@@ -934,6 +1262,7 @@ def _run(cfg, report, code, lines):
 
 
 def _main():
+    _site()
     cfg = _load_config(sys.argv)
     report = _Report(cfg.fd)
     if sys.stdin is None:
@@ -945,4 +1274,6 @@ def _main():
     _run(cfg, report, code, lines)
 
 
-_main()
+# Tests load the runner's functions under another name without running it.
+if __name__ == "__main__":
+    _main()
