@@ -152,6 +152,8 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	if err != nil {
 		return nil, &inputError{"input", err}
 	}
+	tr := newTrace(c.Bool("trace-phases"))
+	tr.mark("policy and input")
 	// Every run is recorded: a run that cannot be is not started.
 	db, err := audit.Open(audit.Path(c.String("audit-db")))
 	if err != nil {
@@ -163,6 +165,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	if err != nil {
 		return nil, &inputError{"audit", err}
 	}
+	tr.mark("audit begin")
 
 	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
 	// the sandbox is torn down and the result still reported.
@@ -192,10 +195,13 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr
 	}
 	r := supervisor.Run(ctx, o)
+	tr.resume()
 	if err := auditFinish(db, rec, r, o.Stats); err != nil {
 		// The run happened and its result stands; its row stays unfinished.
 		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
 	}
+	tr.mark("audit finish")
+	tr.wrap(r)
 	return r, nil
 }
 
