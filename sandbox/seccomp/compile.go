@@ -55,16 +55,30 @@ func knownSyscall(name string) error {
 // architecture. It runs in the supervisor, before the init starts: the init
 // only loads the result (see Install).
 func (p *Profile) Compile() (*Program, error) {
-	native, err := libseccomp.GetNativeArch()
+	native, _, err := p.nativeArch()
 	if err != nil {
-		return nil, fmt.Errorf("compile seccomp profile %s: native architecture: %w", p.Source, err)
+		return nil, err
 	}
 	return p.compileFor(native)
 }
 
-// compileFor compiles for arch; tests use it to check the other listed
-// architectures compile too.
-func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
+// nativeArch returns this machine's architecture, in libseccomp's and the
+// OCI's names, or an error if the profile does not list it.
+func (p *Profile) nativeArch() (libseccomp.ScmpArch, specs.Arch, error) {
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return 0, "", fmt.Errorf("compile seccomp profile %s: native architecture: %w", p.Source, err)
+	}
+	name, err := p.archName(native)
+	if err != nil {
+		return 0, "", err
+	}
+	return native, name, nil
+}
+
+// archName returns the OCI name of arch, or an error if the profile does
+// not list it.
+func (p *Profile) archName(arch libseccomp.ScmpArch) (specs.Arch, error) {
 	var name specs.Arch
 	for n, a := range archs {
 		if a == arch {
@@ -72,7 +86,17 @@ func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
 		}
 	}
 	if !slices.Contains(p.arches, name) {
-		return nil, fmt.Errorf("compile seccomp profile %s: it lists %v, not this machine's %s (%s)", p.Source, p.arches, name, arch)
+		return "", fmt.Errorf("compile seccomp profile %s: it lists %v, not this machine's %s (%s)", p.Source, p.arches, name, arch)
+	}
+	return name, nil
+}
+
+// compileFor compiles for arch; tests use it to check the other listed
+// architectures compile too.
+func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
+	name, err := p.archName(arch)
+	if err != nil {
+		return nil, err
 	}
 	filter, err := libseccomp.NewFilter(scmpAction(p.defaultAct))
 	if err != nil {
