@@ -15,7 +15,7 @@ import (
 // attributes, optimisation level, how a rule becomes libseccomp calls) or
 // to the cache file layout: entries written by an older nsbox then simply
 // stop matching and are compiled afresh.
-const cacheFormat = 1
+const cacheFormat = 2
 
 // bindingModule is the Go binding whose version goes into the key.
 const bindingModule = "github.com/seccomp/libseccomp-golang"
