@@ -22,7 +22,7 @@ func BenchmarkCompile(b *testing.B) {
 
 // BenchmarkCompileCached measures the same through a Cache: "hit" is every
 // run after the first on a host (read and verify one entry), "miss" a run
-// whose entry is missing (compile, then write and fsync the entry).
+// whose entry is missing (compile, then write and rename the entry).
 func BenchmarkCompileCached(b *testing.B) {
 	for _, name := range []string{"default", "strict"} {
 		b.Run(name+"/hit", func(b *testing.B) {
