@@ -1,6 +1,9 @@
 package seccomp
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // BenchmarkCompile measures what the supervisor pays per sandbox to turn a
 // loaded profile into BPF.
@@ -12,6 +15,40 @@ func BenchmarkCompile(b *testing.B) {
 				if _, err := p.Compile(); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkCompileCached measures the same through a Cache: "hit" is every
+// run after the first on a host (read and verify one entry), "miss" a run
+// whose entry is missing (compile, then write and rename the entry).
+func BenchmarkCompileCached(b *testing.B) {
+	for _, name := range []string{"default", "strict"} {
+		b.Run(name+"/hit", func(b *testing.B) {
+			p := mustLoad(b, name)
+			c := Cache{Dir: b.TempDir()}
+			if _, err := c.Compile(p); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.Compile(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/miss", func(b *testing.B) {
+			p := mustLoad(b, name)
+			c := Cache{Dir: b.TempDir()}
+			for b.Loop() {
+				if _, err := c.Compile(p); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := os.Remove(c.path(p.cacheKey())); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
 			}
 		})
 	}

@@ -8,7 +8,9 @@
 //     and validates a profile and Compile turns it into BPF for the native
 //     architecture with libseccomp (cgo; the release binary links Debian's
 //     libseccomp.a statically). Errors name the profile file, the line and
-//     the culprit.
+//     the culprit. Cache.Compile keeps the result on disk, keyed by
+//     everything that decides it, so that a host compiles each profile
+//     once rather than on every run.
 //   - Only the raw sock_filter array crosses into the init. Install loads
 //     it with one seccomp(2) system call through golang.org/x/sys/unix:
 //     pure Go, no cgo, no parser and no library between no_new_privs and

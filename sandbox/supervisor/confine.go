@@ -32,6 +32,7 @@ type confinement struct {
 	profile     *seccomp.Profile // nil for no seccomp filter
 	seccompName string           // profile name or path; "none"
 	landlockABI int              // Landlock ABI the init will enforce; 0 for none
+	stateDir    string           // the supervisor's state directory, for the seccomp cache
 }
 
 // requirements refuses a run whose policy requires a protection this host
@@ -48,7 +49,7 @@ func requirements(p *policies.Policy) error {
 // before anything starts (fail closed); one that is used but not required
 // is left out and the result says so.
 func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error) {
-	c = &confinement{seccompName: "none"}
+	c = &confinement{seccompName: "none", stateDir: stateDir}
 	defer func() {
 		if err != nil {
 			c.destroy()
@@ -108,12 +109,16 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 }
 
 // compile turns the seccomp profile into the raw filter for the spec;
-// nil when the run has none.
+// nil when the run has none. The filter comes from the state directory's
+// cache (STATE/cache/seccomp) when an earlier run compiled the same rules
+// with the same libseccomp; a cache that cannot be read or written only
+// means compiling (see seccomp.Cache).
 func (c *confinement) compile() ([]byte, error) {
 	if c.profile == nil {
 		return nil, nil
 	}
-	prog, err := c.profile.Compile()
+	cache := seccomp.Cache{Dir: filepath.Join(c.stateDir, "cache", "seccomp")}
+	prog, err := cache.Compile(c.profile)
 	if err != nil {
 		return nil, &stepError{"seccomp", err}
 	}
