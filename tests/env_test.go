@@ -105,8 +105,8 @@ func TestTracePhases(t *testing.T) {
 		names = append(names, p.Name)
 		sum += p.MS
 	}
-	want := []string{"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec", "start init",
-		"cgroup attach", "seccomp compile", "init setup", "exec", "program", "teardown and stats", "cleanup"}
+	want := []string{"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec",
+		"seccomp compile", "start init", "init setup", "exec", "program", "teardown and stats", "cleanup"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)
 	}
