@@ -109,8 +109,8 @@ func TestTracePhases(t *testing.T) {
 		}
 	}
 	want := []string{"start-up", "policy and input", "audit begin",
-		"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec", "start init",
-		"cgroup attach", "seccomp compile", "init setup", "exec", "program", "teardown and stats", "cleanup",
+		"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec",
+		"seccomp compile", "start init", "init setup", "exec", "program", "teardown and stats", "cleanup",
 		"audit finish"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)

@@ -123,8 +123,11 @@ func (c *Cgroup) FD() (fd int, ok bool) {
 }
 
 // Add moves process pid, with all its threads (cgroup.procs), into the
-// cgroup: on v1 into every hierarchy. Call it while the init is still
-// blocked, before it can fork; if it fails, kill the init.
+// cgroup: on v1 into every hierarchy. Call it while the process is still
+// blocked, before it can fork; if it fails, kill it. The supervisor does
+// not use it (on v1 the init attaches itself, see OpenTasks): each call
+// takes the kernel's global cgroup_threadgroup_rwsem and waits for an RCU
+// grace period, milliseconds on a busy host.
 func (c *Cgroup) Add(pid int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -18,9 +18,11 @@
 //
 //	Detect    once, for `nsbox doctor` and to fail closed early
 //	New       create the cgroup and set the limits, before the init exists
-//	FD / Add  v2: clone3(CLONE_INTO_CGROUP) with FD, so the init is never
-//	          outside; v1: Add the pid of the init while it is still blocked
-//	          on its sync socket, then release it
+//	FD /      v2: clone3(CLONE_INTO_CGROUP) with FD, so the init is never
+//	OpenTasks outside; v1: the init is handed the tasks files and writes
+//	          "0" to each, attaching the thread that will execve the
+//	          program before any setup step (Add, which moves a whole
+//	          process by pid, is for tests and tools)
 //	Kill      on timeout or stop: kill every process in the cgroup
 //	Stats     CPU time, peak memory, OOM kills, pids.max hits
 //	Destroy   kill whatever is left, remove the directories

@@ -51,12 +51,21 @@ func run(syncFD int) error {
 		return spec.StepError("check namespaces", err)
 	}
 
-	// Read the spec, then wait for "go": the supervisor finishes host-side
-	// setup (uid/gid maps are already written; cgroup placement) first.
+	// Read the spec. The uid/gid maps were written before the init ran.
 	s, err := readSpec(syncFD)
 	if err != nil {
 		return spec.StepError("read spec", err)
 	}
+	// Into the run's cgroup before any setup step. On v2 the init was
+	// cloned into it; on v1 this thread, the one that will execve,
+	// attaches itself, so the program starts inside every hierarchy and
+	// nothing forks before. The init's other Go threads stay outside and
+	// die at execve. A failure ends the init: it never execs unattached.
+	if err := attachCgroup(s.CgroupTasks); err != nil {
+		return spec.StepError("cgroup attach", err)
+	}
+	// Wait for "go": the supervisor sends it right after the spec, and an
+	// EOF instead means it gave up (or died).
 	if err := waitGo(syncFD); err != nil {
 		return spec.StepError("wait for go", err)
 	}

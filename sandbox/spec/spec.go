@@ -7,7 +7,7 @@
 // SOCK_SEQPACKET socket, named by the init's --sync-fd flag:
 //
 //	supervisor → init   Spec (JSON)          right after start
-//	supervisor → init   Go                   once host-side setup is done
+//	supervisor → init   Go                   right after the Spec
 //	init → supervisor   InitError (JSON)     if a setup step failed
 //	init → supervisor   Ready                after the last setup step
 //	init → supervisor   InitError (JSON)     if execve failed
@@ -29,7 +29,8 @@ import (
 )
 
 // Version is bumped whenever Spec changes incompatibly.
-const Version = 3
+// 4: CgroupTasks (the init attaches itself on cgroup v1).
+const Version = 4
 
 // Inside-the-sandbox identities. The init runs as RootID until it drops to
 // SandboxID right before exec; both map to unprivileged host ids (see
@@ -56,6 +57,15 @@ type Bind struct {
 	Writable bool   `json:"writable"`
 }
 
+// TasksFile is the v1 `tasks` file of the run's cgroup in one hierarchy,
+// opened for writing by the supervisor and inherited as descriptor FD.
+// Path is the host path it was opened at, for error messages only: the
+// init never opens it.
+type TasksFile struct {
+	FD   int    `json:"fd"`
+	Path string `json:"path"`
+}
+
 // Spec is everything the init needs to build the sandbox and start the
 // program.
 type Spec struct {
@@ -76,6 +86,12 @@ type Spec struct {
 	// Python runner reports policy violations; it is the one descriptor
 	// besides stdio that survives execve.
 	ReportFD int `json:"report_fd"`
+	// CgroupTasks are the run cgroup's v1 tasks files, one per
+	// hierarchy. The init writes "0" to each first thing, moving the
+	// thread that will execve the program into the run's cgroup, and
+	// refuses to go on if one fails. Empty on cgroup v2 (the init is
+	// cloned into its cgroup) and for a run without a cgroup.
+	CgroupTasks []TasksFile `json:"cgroup_tasks"`
 	// Rlimits are lowered (never raised) right before execve.
 	Rlimits []Rlimit `json:"rlimits"`
 	// Landlock asks for a Landlock ruleset: read-only everywhere except
@@ -144,6 +160,17 @@ func (s *Spec) Validate() error {
 			return err
 		}
 	}
+	for _, t := range s.CgroupTasks {
+		if t.FD < 3 {
+			return fmt.Errorf("spec: cgroup tasks %s: fd %d is not an inherited descriptor", t.Path, t.FD)
+		}
+		if !path.IsAbs(t.Path) || path.Clean(t.Path) != t.Path || path.Base(t.Path) != "tasks" || strings.ContainsRune(t.Path, 0) {
+			return fmt.Errorf("spec: cgroup tasks path %q is not an absolute, clean path to a tasks file", t.Path)
+		}
+	}
+	if err := s.distinctFDs(); err != nil {
+		return err
+	}
 	if s.TmpSize <= 0 || s.ShmSize <= 0 {
 		return fmt.Errorf("spec: tmp_size %d and shm_size %d must be positive", s.TmpSize, s.ShmSize)
 	}
@@ -173,6 +200,34 @@ func (s *Spec) Validate() error {
 	}
 	if n := len(s.Seccomp); n%8 != 0 || n/8 > MaxFilterLen {
 		return fmt.Errorf("spec: seccomp filter of %d bytes is not 0..%d whole instructions", n, MaxFilterLen)
+	}
+	return nil
+}
+
+// distinctFDs checks that no descriptor is named twice: a mount fd used as
+// a tasks file (or the report pipe) would be a supervisor bug that the
+// init must not act on.
+func (s *Spec) distinctFDs() error {
+	seen := map[int]string{s.RootFD: "root"}
+	add := func(fd int, what string) error {
+		if other, dup := seen[fd]; dup {
+			return fmt.Errorf("spec: fd %d named for both %s and %s", fd, other, what)
+		}
+		seen[fd] = what
+		return nil
+	}
+	for _, b := range s.Binds {
+		if err := add(b.FD, "bind "+b.Dest); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.CgroupTasks {
+		if err := add(t.FD, t.Path); err != nil {
+			return err
+		}
+	}
+	if s.ReportFD != 0 {
+		return add(s.ReportFD, "the report pipe")
 	}
 	return nil
 }

@@ -19,6 +19,11 @@ func validSpec() *Spec {
 		Argv:     []string{"/usr/bin/python3.11", "-"},
 		Env:      []string{"PATH=/usr/bin"},
 		Cwd:      "/workspace",
+		ReportFD: 6,
+		CgroupTasks: []TasksFile{
+			{FD: 7, Path: "/sys/fs/cgroup/memory/nsbox/abc/tasks"},
+			{FD: 8, Path: "/sys/fs/cgroup/pids/nsbox/abc/tasks"},
+		},
 		Rlimits:  []Rlimit{{Resource: 4, Cur: 0, Max: 0}, {Resource: 7, Cur: 256, Max: 256}},
 		Landlock: true,
 		Seccomp:  []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f}, // ret ALLOW
@@ -35,28 +40,36 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Binds[0].Dest != "/workspace" || !s.Binds[0].Writable || s.RootFD != 4 ||
-		len(s.Rlimits) != 2 || s.Rlimits[1].Cur != 256 || !s.Landlock || len(s.Seccomp) != 8 || s.Seccomp[7] != 0x7f {
+		len(s.Rlimits) != 2 || len(s.CgroupTasks) != 2 || s.CgroupTasks[1] != (TasksFile{8, "/sys/fs/cgroup/pids/nsbox/abc/tasks"}) || s.Rlimits[1].Cur != 256 || !s.Landlock || len(s.Seccomp) != 8 || s.Seccomp[7] != 0x7f {
 		t.Errorf("round trip lost data: %+v", s)
 	}
 }
 
 func TestValidateRejects(t *testing.T) {
 	for name, mutate := range map[string]func(*Spec){
-		"version":        func(s *Spec) { s.Version = 99 },
-		"relative bind":  func(s *Spec) { s.Binds[0].Dest = "usr/bin" },
-		"dotdot bind":    func(s *Spec) { s.Binds[0].Dest = "/usr/../etc" },
-		"stdio fd":       func(s *Spec) { s.Binds[0].FD = 1 },
-		"stdio root fd":  func(s *Spec) { s.RootFD = 2 },
-		"no argv":        func(s *Spec) { s.Argv = nil },
-		"relative argv0": func(s *Spec) { s.Argv[0] = "python3" },
-		"NUL in env":     func(s *Spec) { s.Env = []string{"A=b\x00c"} },
-		"env no equals":  func(s *Spec) { s.Env = []string{"PATH"} },
-		"zero tmp":       func(s *Spec) { s.TmpSize = 0 },
-		"relative cwd":   func(s *Spec) { s.Cwd = "workspace" },
-		"rlimit range":   func(s *Spec) { s.Rlimits[0].Resource = 16 },
-		"rlimit soft":    func(s *Spec) { s.Rlimits[0].Cur = 1 },
-		"seccomp torn":   func(s *Spec) { s.Seccomp = s.Seccomp[:7] },
-		"seccomp long":   func(s *Spec) { s.Seccomp = make([]byte, 8*(MaxFilterLen+1)) },
+		"version":         func(s *Spec) { s.Version = 99 },
+		"relative bind":   func(s *Spec) { s.Binds[0].Dest = "usr/bin" },
+		"dotdot bind":     func(s *Spec) { s.Binds[0].Dest = "/usr/../etc" },
+		"stdio fd":        func(s *Spec) { s.Binds[0].FD = 1 },
+		"stdio root fd":   func(s *Spec) { s.RootFD = 2 },
+		"no argv":         func(s *Spec) { s.Argv = nil },
+		"relative argv0":  func(s *Spec) { s.Argv[0] = "python3" },
+		"NUL in env":      func(s *Spec) { s.Env = []string{"A=b\x00c"} },
+		"env no equals":   func(s *Spec) { s.Env = []string{"PATH"} },
+		"zero tmp":        func(s *Spec) { s.TmpSize = 0 },
+		"relative cwd":    func(s *Spec) { s.Cwd = "workspace" },
+		"rlimit range":    func(s *Spec) { s.Rlimits[0].Resource = 16 },
+		"rlimit soft":     func(s *Spec) { s.Rlimits[0].Cur = 1 },
+		"seccomp torn":    func(s *Spec) { s.Seccomp = s.Seccomp[:7] },
+		"seccomp long":    func(s *Spec) { s.Seccomp = make([]byte, 8*(MaxFilterLen+1)) },
+		"stdio tasks fd":  func(s *Spec) { s.CgroupTasks[0].FD = 0 },
+		"tasks relative":  func(s *Spec) { s.CgroupTasks[0].Path = "memory/nsbox/abc/tasks" },
+		"tasks dotdot":    func(s *Spec) { s.CgroupTasks[0].Path = "/sys/fs/cgroup/memory/../tasks" },
+		"not tasks":       func(s *Spec) { s.CgroupTasks[0].Path = "/sys/fs/cgroup/memory/nsbox/abc/cgroup.procs" },
+		"tasks is root":   func(s *Spec) { s.CgroupTasks[0].FD = s.RootFD },
+		"tasks is bind":   func(s *Spec) { s.CgroupTasks[1].FD = s.Binds[0].FD },
+		"tasks twice":     func(s *Spec) { s.CgroupTasks[1].FD = s.CgroupTasks[0].FD },
+		"tasks is report": func(s *Spec) { s.ReportFD = s.CgroupTasks[0].FD },
 	} {
 		s := validSpec()
 		mutate(s)
@@ -94,6 +107,10 @@ func TestInitErrorRoundTrip(t *testing.T) {
 // FuzzDecode: Decode never panics, and whatever it accepts re-encodes.
 func FuzzDecode(f *testing.F) {
 	b, _ := Encode(validSpec())
+	f.Add(b)
+	v2 := validSpec() // cgroup v2 or no cgroup: no tasks files
+	v2.CgroupTasks = nil
+	b, _ = Encode(v2)
 	f.Add(b)
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

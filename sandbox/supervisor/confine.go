@@ -217,20 +217,40 @@ func runLive(stateDir, id string) bool {
 	return errors.Is(err, unix.EWOULDBLOCK)
 }
 
-// placeInCgroup moves the init into the run's cgroup on v1, where it
-// cannot be cloned into one. It runs before "go": the init is still
-// blocked on the sync socket and has not forked.
-func placeInCgroup(cg *cgroup.Cgroup, pid int) error {
+// cgroupTasks opens the run cgroup's v1 tasks files (cgroup.OpenTasks)
+// for the init, which attaches its own thread with them right after
+// reading the spec, and names them for the spec by the descriptors they
+// get in the init, from first on. There are none on v2, where the init is
+// cloned into its cgroup, nor for a run without a cgroup.
+//
+// The supervisor no longer writes the init's pid to cgroup.procs: that
+// takes a global lock and an RCU grace period (6-17 ms while the init
+// starts up) where a thread writing "0" to tasks takes microseconds.
+// What changes, all before the program runs: the init's Go runtime
+// start-up and its other threads stay in nsbox's own cgroup until they
+// die at execve; its memory is charged to the memcg of its first thread
+// (the mm owner), which may be one of them; the run's pids and cpuacct
+// counters start at the attach. execve gives the program a new mm owned
+// by the attached thread, so from its first instruction everything is
+// charged to the run. Killing a half set-up init needs no cgroup: it is
+// PID 1 of its namespace and the supervisor's child (stopper.stop
+// signals it first).
+func cgroupTasks(cg *cgroup.Cgroup, first int) ([]*os.File, []spec.TasksFile, error) {
 	if cg == nil {
-		return nil
+		return nil, nil, nil
 	}
 	if _, ok := cg.FD(); ok {
-		return nil // v2: CLONE_INTO_CGROUP placed it at birth
+		return nil, nil, nil // v2: CLONE_INTO_CGROUP places it at birth
 	}
-	if err := cg.Add(pid); err != nil {
-		return &stepError{"cgroup", err}
+	files, err := cg.OpenTasks()
+	if err != nil {
+		return nil, nil, &stepError{"cgroup", err}
 	}
-	return nil
+	tasks := make([]spec.TasksFile, len(files))
+	for i, f := range files {
+		tasks[i] = spec.TasksFile{FD: first + i, Path: f.Name()}
+	}
+	return files, tasks, nil
 }
 
 // usage copies the cgroup's final counters into r and returns them; the

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,6 +188,29 @@ func (l *launch) send(msg []byte) error {
 	return nil
 }
 
+// release sends the spec, then Go, and returns once the program was
+// exec'd (see awaitExec). The init reads the spec and attaches itself to
+// its cgroup before it reads Go; if it stops there, it may be gone before
+// Go is written (EPIPE). What it reported is the better error then, and
+// awaitExec still reads it: the init's end is closed, so it cannot block.
+func (l *launch) release(sp *spec.Spec, onReady func()) error {
+	msg, err := spec.Encode(sp)
+	if err != nil {
+		return &stepError{"spec", err}
+	}
+	err = l.send(msg)
+	if err == nil {
+		err = l.send(spec.Go)
+	}
+	if err != nil && !errors.Is(err, unix.EPIPE) {
+		return err
+	}
+	if werr := l.awaitExec(onReady); werr != nil || err == nil {
+		return werr
+	}
+	return err
+}
+
 // errInitDied reports an init that exited or was killed before it
 // reported ready.
 var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited before it was ready"}
@@ -196,10 +220,17 @@ var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited b
 // arrives.
 func (l *launch) awaitExec(onReady func()) error {
 	buf := make([]byte, spec.MaxMessage)
-	ready := false
+	ready, reset := false, false
 	for {
 		n, err := unix.Read(l.sync, buf)
 		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ECONNRESET && !reset {
+			// The init exited with a message of ours unread (it failed
+			// before reading Go): the kernel reports that once, then
+			// hands over what the init sent before it died.
+			reset = true
 			continue
 		}
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -183,16 +184,33 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	sp.ReportFD = reportFD
 	sp.Rlimits = rlimits(o.Policy.Limits)
 	sp.Landlock = conf.landlockABI > 0
+	// On cgroup v1 the init attaches itself to the run's cgroup through
+	// tasks files opened here, as host root; they follow the report pipe.
+	tasksFiles, tasks, err := cgroupTasks(conf.cg, reportFD+1)
+	if err != nil {
+		return err
+	}
+	defer func() { closeAll(tasksFiles) }() // nil once handed to the init
+	sp.CgroupTasks = tasks
+	ph.mark("binds and spec")
+	// The seccomp filter is compiled before the init starts: the spec is
+	// then complete and goes out the moment the init runs, and a profile
+	// that fails to compile leaves no process behind.
+	if sp.Seccomp, err = conf.compile(); err != nil {
+		return err
+	}
+	ph.mark("seccomp compile")
 
 	// PDEATHSIG fires when the thread that forked the init exits, not the
 	// process: keep this goroutine on its thread until the init is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ph.mark("binds and spec")
-	l, err := start(exe, append(bindFiles, reportW), conf.cg)
+	l, err := start(exe, slices.Concat(bindFiles, []*os.File{reportW}, tasksFiles), conf.cg)
 	if err != nil {
 		return &stepError{"start init", err}
 	}
+	closeAll(tasksFiles) // the init has its copies
+	tasksFiles = nil
 	reportW.Close() // the init has its copy; EOF once the sandbox is gone
 	report := readReport(reportR)
 	reportR = nil
@@ -225,32 +243,13 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	go func() { defer readers.Done(); stdout.Copy(l.stdout) }()
 	go func() { defer readers.Done(); stderr.Copy(l.stderr) }()
 
-	// Host-side setup: the uid/gid maps were written by the fork code; on
-	// cgroup v2 the init was cloned straight into its cgroup. On v1 it is
-	// placed now, while it still waits for "go", so it cannot fork (or
-	// allocate much) outside the limits. Then hand over the spec and
-	// release it.
+	// No host-side setup is left: the fork code wrote the uid/gid maps,
+	// and the init enters its cgroup itself (v2: cloned into it; v1: its
+	// locked thread attaches through the tasks files right after reading
+	// the spec). So the spec and Go go out at once.
 	ph.mark("start init")
-	setupErr := placeInCgroup(conf.cg, l.cmd.Process.Pid)
-	ph.mark("cgroup attach")
-	if setupErr == nil {
-		// Compiled only now, while the init starts up: the compiler's
-		// allocations and threads would otherwise be busy during the v1
-		// cgroup attach, whose RCU grace period then took 5-20 ms instead
-		// of 0.1 ms.
-		sp.Seccomp, setupErr = conf.compile()
-	}
-	ph.mark("seccomp compile")
-	if setupErr == nil {
-		setupErr = sendSpec(l, sp)
-	}
-	if setupErr == nil {
-		setupErr = l.send(spec.Go)
-	}
-	if setupErr == nil {
-		setupErr = l.awaitExec(func() { ph.mark("init setup") })
-		ph.mark("exec")
-	}
+	setupErr := l.release(sp, func() { ph.mark("init setup") })
+	ph.mark("exec")
 	if setupErr == nil {
 		go feedCode(l.stdin, o.Code)
 	} else {
@@ -300,15 +299,6 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	}
 	applyReport(r, rep)
 	return nil
-}
-
-// sendSpec encodes the spec and sends it to the init.
-func sendSpec(l *launch, sp *spec.Spec) error {
-	msg, err := spec.Encode(sp)
-	if err != nil {
-		return &stepError{"spec", err}
-	}
-	return l.send(msg)
 }
 
 // head returns a copy of at most the first n bytes of b.
@@ -372,7 +362,9 @@ type stopper struct {
 // stop kills the init (PID 1 of the sandbox's PID namespace), which makes
 // the kernel kill every process in it, and then every process in the
 // run's cgroup, which covers the same set a second way. The first
-// caller's status wins.
+// caller's status wins. On cgroup v1 an init stopped before it attached
+// itself is not in the cgroup yet: the SIGKILL to it is what ends it, and
+// nothing else runs in its namespace before the program.
 func (s *stopper) stop(status result.Status, limit, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
