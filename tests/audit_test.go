@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,4 +137,25 @@ func TestAuditUnfinishedAfterKill(t *testing.T) {
 	}
 	// A later run of the same state dir sweeps the killed run's cgroup.
 	nsbox(t, run{state: state, args: []string{"run", "--json", "-c", "pass"}}).wantStatus(t, result.StatusOK)
+}
+
+// TestUnrecordableRunNeverStarts: the audit row is written while the
+// sandbox is built, and the program is held back until it is; when it
+// cannot be written the program never runs (its canary stays absent) and
+// the run is a sandbox_error of step audit.
+func TestUnrecordableRunNeverStarts(t *testing.T) {
+	needRoot(t)
+	ws := sandboxWorkspace(t)
+	o := nsbox(t, run{
+		args:    []string{"run", "--json", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", "open('/workspace/canary', 'w').write('ran')"},
+		auditDB: "/proc/nsbox-no-such/audit.db",
+	})
+	o.wantStatus(t, result.StatusSandboxError)
+	if o.res.Error == nil || o.res.Error.Step != "audit" || !strings.Contains(o.res.Error.Message, "/proc/nsbox-no-such") {
+		t.Errorf("error %+v, want step audit naming the log", o.res.Error)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "canary")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the program ran although its run could not be recorded (canary: %v)", err)
+	}
+	o.noLeftovers(t)
 }

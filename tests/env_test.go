@@ -104,13 +104,13 @@ func TestTracePhases(t *testing.T) {
 	var sum float64
 	for i, p := range o.res.Phases {
 		names = append(names, p.Name)
-		if i >= 3 && i < len(o.res.Phases)-1 { // the supervisor's
+		if i >= 2 && i < len(o.res.Phases)-1 { // the supervisor's
 			sum += p.MS
 		}
 	}
-	want := []string{"start-up", "policy and input", "audit begin",
+	want := []string{"start-up", "policy and input",
 		"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec",
-		"seccomp compile", "start init", "init setup", "exec", "program", "teardown and stats", "cleanup",
+		"seccomp compile", "start init", "gate", "init setup", "exec", "program", "teardown and stats", "cleanup",
 		"audit finish"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)

@@ -39,6 +39,46 @@ func parseLabels(flags []string) (map[string]string, error) {
 	return labels, nil
 }
 
+// pendingAudit is a run's audit row being begun in the background.
+type pendingAudit struct {
+	done chan struct{}
+	db   *audit.DB
+	rec  *audit.Run
+	err  error
+}
+
+// beginAudit opens the log at path and records the run as unfinished, in
+// the background; wait returns the outcome.
+func beginAudit(path, id string, pol *policies.Policy, code []byte, labels map[string]string) *pendingAudit {
+	a := &pendingAudit{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		db, err := audit.Open(path)
+		if err != nil {
+			a.err = err
+			return
+		}
+		a.db = db
+		a.rec, a.err = auditBegin(db, id, pol, code, labels)
+	}()
+	return a
+}
+
+// wait blocks until the row is written (or failed to be); it may be
+// called any number of times.
+func (a *pendingAudit) wait() error {
+	<-a.done
+	return a.err
+}
+
+// close closes the log once the background work is done.
+func (a *pendingAudit) close() {
+	<-a.done
+	if a.db != nil {
+		a.db.Close()
+	}
+}
+
 // auditBegin records the run as unfinished before anything starts, so a
 // supervisor killed mid-run leaves a row saying so.
 func auditBegin(db *audit.DB, id string, pol *policies.Policy, code []byte, labels map[string]string) (*audit.Run, error) {

@@ -154,18 +154,13 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	}
 	tr := newTrace(c.Bool("trace-phases"))
 	tr.mark("policy and input")
-	// Every run is recorded: a run that cannot be is not started.
-	db, err := audit.Open(audit.Path(c.String("audit-db")))
-	if err != nil {
-		return nil, &inputError{"audit", err}
-	}
-	defer db.Close()
+	// Every run is recorded: a run that cannot be is not started. The row
+	// is written while the supervisor builds the sandbox (opening the log
+	// and the first write cost 1-2 ms), and the program may start only once
+	// it is (Options.Gate).
 	id := supervisor.NewID()
-	rec, err := auditBegin(db, id, pol, code, labels)
-	if err != nil {
-		return nil, &inputError{"audit", err}
-	}
-	tr.mark("audit begin")
+	aud := beginAudit(audit.Path(c.String("audit-db")), id, pol, code, labels)
+	defer aud.close()
 
 	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
 	// the sandbox is torn down and the result still reported.
@@ -190,13 +185,21 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		ID:        id,
 		Stats:     &supervisor.Stats{},
 		Trace:     c.Bool("trace-phases"),
+		Gate:      aud.wait,
+		GateStep:  "audit",
 	}
 	if !jsonOut {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr
 	}
 	r := supervisor.Run(ctx, o)
 	tr.resume()
-	if err := auditFinish(db, rec, r, o.Stats); err != nil {
+	if err := aud.wait(); err != nil {
+		// The program did not run (the gate held it back); when the run
+		// failed before the gate for another reason, say this too.
+		if r.Error == nil || r.Error.Step != "audit" {
+			fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s is not recorded)\n", err, id)
+		}
+	} else if err := auditFinish(aud.db, aud.rec, r, o.Stats); err != nil {
 		// The run happened and its result stands; its row stays unfinished.
 		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
 	}

@@ -41,9 +41,15 @@ type Options struct {
 	CheckOnly bool             // run only the runner's static check (nsbox check); the program never runs
 	Filename  string           // the program's name in tracebacks and messages; "" for ProgramName
 	Trace     bool             // record the time of each phase in the result (--trace-phases)
-	Stats     *Stats           // when set, filled with what the audit log records beyond the result
-	ID        string           // run id; "" for a new one (NewID)
-	Log       io.Writer        // notes such as "building the base root"; nil for none
+	// Gate, when set, is called once the init has started and before it
+	// may set up and run the program; an error stops the run (a
+	// sandbox_error of step GateStep) before the program starts. nsbox run
+	// waits there for the run's audit row, written meanwhile.
+	Gate     func() error
+	GateStep string
+	Stats    *Stats    // when set, filled with what the audit log records beyond the result
+	ID       string    // run id; "" for a new one (NewID)
+	Log      io.Writer // notes such as "building the base root"; nil for none
 	// Stdout and Stderr, when set, receive the kept output live (plain
 	// mode). The result holds it either way.
 	Stdout, Stderr io.Writer
@@ -248,7 +254,16 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// locked thread attaches through the tasks files right after reading
 	// the spec). So the spec and Go go out at once.
 	ph.mark("start init")
-	setupErr := l.release(sp, func() { ph.mark("init setup") })
+	var setupErr error
+	if o.Gate != nil {
+		if err := o.Gate(); err != nil {
+			setupErr = &stepError{o.GateStep, err}
+		}
+		ph.mark("gate")
+	}
+	if setupErr == nil {
+		setupErr = l.release(sp, func() { ph.mark("init setup") })
+	}
 	ph.mark("exec")
 	if setupErr == nil {
 		go feedCode(l.stdin, o.Code)
