@@ -95,15 +95,20 @@ func TestJSONResultShape(t *testing.T) {
 
 // TestTracePhases: --trace-phases lists the run's steps in order: the
 // command's own before and after the supervisor's, which account for the
-// run's duration; without it there are none.
+// run's duration, with the init's setup steps ("init: ...") between
+// "start init" and "init setup"; without it there are none.
 func TestTracePhases(t *testing.T) {
 	needRoot(t)
 	o := runPy(t, "default", "pass", "--trace-phases")
 	o.wantStatus(t, result.StatusOK)
-	var names []string
+	var names, initSteps []string
 	var sum float64
 	for i, p := range o.res.Phases {
-		names = append(names, p.Name)
+		if step, ok := strings.CutPrefix(p.Name, "init: "); ok {
+			initSteps = append(initSteps, step)
+		} else {
+			names = append(names, p.Name)
+		}
 		if i >= 2 && i < len(o.res.Phases)-1 { // the supervisor's
 			sum += p.MS
 		}
@@ -114,6 +119,15 @@ func TestTracePhases(t *testing.T) {
 		"audit finish"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)
+	}
+	// The init's steps, in the order the init runs them (landlock only
+	// where the kernel has it).
+	wantInit := "runtime start,check namespaces,read spec,cgroup attach,wait for go,make / private," +
+		"attach root,binds,mount /tmp,mount /dev,mount /proc,pivot_root,check / read-only,sethostname," +
+		"loopback up,setsid,drop bounding set,drop uid/gid,clear capabilities,re-arm pdeathsig," +
+		"verify cwd,close fds,rlimits,no_new_privs"
+	if got := strings.TrimSuffix(strings.Join(initSteps, ","), ",landlock"); got != wantInit {
+		t.Errorf("init steps %s, want %s[,landlock]", got, wantInit)
 	}
 	if d := float64(o.res.DurationMS); sum < d-2 || sum > d+2 {
 		t.Errorf("the supervisor's phases sum to %.1f ms, the run took %d ms", sum, o.res.DurationMS)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,19 +43,50 @@ func lastCap() (int, error) {
 	return n, nil
 }
 
-// dropIDs switches to the unprivileged sandbox user: supplementary groups
-// first (they need CAP_SETGID), then gid, then uid (after which the
-// process has no capability left to change ids again). Go's syscall
-// package applies these to every thread of the process.
+// dropIDs switches this thread, the one that execs the program, to the
+// unprivileged sandbox user: supplementary groups first (they need
+// CAP_SETGID), then gid, then uid (after which it has no capability left
+// to change ids again), and reads all three back.
+//
+// Per thread, like the capability, PDEATHSIG, no_new_privs, Landlock and
+// seccomp steps: raw system calls, not syscall.Set*, which apply to every
+// thread of the process and, in this cgo binary, go through glibc's setxid
+// broadcast: a signal to each of the init's runtime threads and a wait for
+// every one (0.33 ms median, 2.5 ms seen on a loaded host, the init's
+// costliest step after the Go runtime's start). The other threads only
+// ever run the Go runtime and end at execve, which keeps this thread's
+// credentials.
 func dropIDs(uid, gid int) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups([]): %w", err)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("setgroups([]): %w", e)
 	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid(%d): %w", gid, err)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+		return fmt.Errorf("setresgid(%d): %w", gid, e)
 	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setresuid(%d): %w", uid, err)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+		return fmt.Errorf("setresuid(%d): %w", uid, e)
+	}
+	return checkIDs(uid, gid)
+}
+
+// checkIDs fails unless this thread's real, effective and saved ids are
+// uid and gid and it has no supplementary group: an id left behind is an
+// error, not a warning.
+func checkIDs(uid, gid int) error {
+	r, e, s := unix.Getresuid()
+	if r != uid || e != uid || s != uid {
+		return fmt.Errorf("uids %d/%d/%d after setresuid(%d)", r, e, s, uid)
+	}
+	r, e, s = unix.Getresgid()
+	if r != gid || e != gid || s != gid {
+		return fmt.Errorf("gids %d/%d/%d after setresgid(%d)", r, e, s, gid)
+	}
+	groups, err := unix.Getgroups()
+	if err != nil {
+		return fmt.Errorf("getgroups: %w", err)
+	}
+	if len(groups) != 0 {
+		return fmt.Errorf("supplementary groups %v after setgroups([])", groups)
 	}
 	return nil
 }

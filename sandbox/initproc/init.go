@@ -27,7 +27,9 @@ import (
 // Main runs the init and only returns on failure, after reporting the
 // failed step to the supervisor over the sync socket.
 func Main(syncFD int) {
-	err := run(syncFD)
+	// The end of the Go runtime's start-up, for --trace-phases.
+	started := monotonic()
+	err := run(syncFD, started)
 	// run only returns on failure: report the step and errno.
 	ie, ok := err.(*spec.InitError)
 	if !ok {
@@ -40,7 +42,8 @@ func Main(syncFD int) {
 }
 
 // run is one linear list of steps; each returns a *spec.InitError naming it.
-func run(syncFD int) error {
+// started is when Main was entered; tr.mark after a step records its end.
+func run(syncFD int, started int64) error {
 	// Capabilities, PDEATHSIG, no_new_privs and seccomp are per-thread:
 	// every step and the final execve run on this one OS thread.
 	runtime.LockOSThread()
@@ -50,12 +53,15 @@ func run(syncFD int) error {
 	if err := checkNamespaces(); err != nil {
 		return spec.StepError("check namespaces", err)
 	}
+	checked := monotonic()
 
 	// Read the spec. The uid/gid maps were written before the init ran.
 	s, err := readSpec(syncFD)
 	if err != nil {
 		return spec.StepError("read spec", err)
 	}
+	tr := newStepTimer(s.Trace, spec.Step{Name: "runtime start", End: started},
+		spec.Step{Name: "check namespaces", End: checked}, spec.Step{Name: "read spec", End: monotonic()})
 	// Into the run's cgroup before any setup step. On v2 the init was
 	// cloned into it; on v1 this thread, the one that will execve,
 	// attaches itself, so the program starts inside every hierarchy and
@@ -64,17 +70,20 @@ func run(syncFD int) error {
 	if err := attachCgroup(s.CgroupTasks); err != nil {
 		return spec.StepError("cgroup attach", err)
 	}
+	tr.mark("cgroup attach")
 	// Wait for "go": the supervisor sends it right after the spec, and an
 	// EOF instead means it gave up (or died).
 	if err := waitGo(syncFD); err != nil {
 		return spec.StepError("wait for go", err)
 	}
+	tr.mark("wait for go")
 
 	// No mount or unmount done here may propagate to the host, and no host
 	// mount event may reach in.
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return spec.StepError("make / private", err)
 	}
+	tr.mark("make / private")
 	// The new root is the prebuilt root filesystem, attached read-only
 	// (nosuid, nodev) from the detached mount the supervisor prepared: the
 	// interpreter, its libraries and vetted packages, and nothing else of
@@ -82,95 +91,114 @@ func run(syncFD int) error {
 	if err := attachRoot(s.RootFD); err != nil {
 		return spec.StepError("attach root", err)
 	}
+	tr.mark("attach root")
 	// The read-write /workspace: nosuid, nodev, noexec.
 	for _, b := range s.Binds {
 		if err := attachBind(b.FD, b.Dest, b.Dir, b.Writable); err != nil {
 			return spec.StepError("bind "+b.Dest, err)
 		}
 	}
+	tr.mark("binds")
 	// /tmp is the only other writable place, bounded in bytes and inodes,
 	// and like /workspace not executable.
 	if err := mountTmpfs("/tmp", s.TmpSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 		return spec.StepError("mount /tmp", err)
 	}
+	tr.mark("mount /tmp")
 	if err := setupDev(s.ShmSize); err != nil {
 		return spec.StepError("mount /dev", err)
 	}
+	tr.mark("mount /dev")
 	if err := setupProc(); err != nil {
 		return spec.StepError("mount /proc", err)
 	}
+	tr.mark("mount /proc")
 	// Switch to the new root and detach the old one: from here no host
 	// path is reachable by name.
 	if err := pivotRoot(); err != nil {
 		return spec.StepError("pivot_root", err)
 	}
+	tr.mark("pivot_root")
 	// Everything but /workspace, /tmp and /dev/shm is read-only: prove it
 	// of the root rather than trust the supervisor's mount flags.
 	if err := checkRootReadOnly(); err != nil {
 		return spec.StepError("check / read-only", err)
 	}
+	tr.mark("check / read-only")
 	// Own hostname (UTS namespace) and a working loopback (network
 	// namespace without any other interface: no network).
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return spec.StepError("sethostname", err)
 	}
+	tr.mark("sethostname")
 	if err := loopback.Up(); err != nil {
 		return spec.StepError("loopback up", err)
 	}
+	tr.mark("loopback up")
 
 	// New session: the program has no controlling terminal, so it cannot
 	// push input into the caller's terminal with TIOCSTI.
 	if _, err := unix.Setsid(); err != nil {
 		return spec.StepError("setsid", err)
 	}
+	tr.mark("setsid")
 	// Capabilities: empty the bounding and ambient sets while CAP_SETPCAP
 	// is still held, then drop to the sandbox uid/gid, then clear and
 	// verify the remaining sets.
 	if err := dropBoundingSet(); err != nil {
 		return spec.StepError("drop bounding set", err)
 	}
+	tr.mark("drop bounding set")
 	if err := dropIDs(spec.SandboxID, spec.SandboxID); err != nil {
 		return spec.StepError("drop uid/gid", err)
 	}
+	tr.mark("drop uid/gid")
 	if err := clearCaps(); err != nil {
 		return spec.StepError("clear capabilities", err)
 	}
+	tr.mark("clear capabilities")
 	// The uid change reset PDEATHSIG: re-arm it so the sandbox still dies
 	// with the supervisor.
 	if err := setPdeathsig(); err != nil {
 		return spec.StepError("re-arm pdeathsig", err)
 	}
+	tr.mark("re-arm pdeathsig")
 	// Enter the working directory and prove it lies in the new root
 	// (CVE-2024-21626).
 	if err := verifyCwd(s.Cwd); err != nil {
 		return spec.StepError("verify cwd", err)
 	}
+	tr.mark("verify cwd")
 	// Nothing but stdio (and the runner's report pipe) survives execve
 	// (CVE-2024-21626).
 	if err := closeExtraFDs(s.ReportFD); err != nil {
 		return spec.StepError("close fds", err)
 	}
+	tr.mark("close fds")
 	// Resource limits the cgroup cannot express: no core dumps, fewer
 	// open files, bounded file size and stack, and CPU seconds per process
 	// as a second line behind the wall clock. Only ever lowered.
 	if err := setRlimits(s.Rlimits); err != nil {
 		return spec.StepError("rlimits", err)
 	}
+	tr.mark("rlimits")
 	// No execve from here on can gain privileges; Landlock and seccomp
 	// both require this of an unprivileged caller.
 	if err := setNoNewPrivs(); err != nil {
 		return spec.StepError("no_new_privs", err)
 	}
+	tr.mark("no_new_privs")
 	// A second fence behind the read-only mounts: even a mount the program
 	// could somehow make writable stays read-only to it.
 	if s.Landlock {
 		if _, err := applyLandlock(); err != nil {
 			return spec.StepError("landlock", err)
 		}
+		tr.mark("landlock")
 	}
 	// Tell the supervisor setup is complete: an EOF before this means the
 	// init died, an EOF after it that execve succeeded.
-	if _, err := unix.Write(syncFD, spec.Ready); err != nil {
+	if _, err := unix.Write(syncFD, spec.EncodeReady(tr.steps)); err != nil {
 		return spec.StepError("report ready", err)
 	}
 	// Seccomp last, right before execve, so that no setup step above has

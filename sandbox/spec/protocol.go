@@ -14,8 +14,47 @@ import (
 var Go = []byte{'G'}
 
 // Ready is sent by the init after its last setup step, right before
-// execve. EOF without Ready means the init died during setup.
+// execve. EOF without Ready means the init died during setup. With
+// Spec.Trace it carries the step times (EncodeReady).
 var Ready = []byte{'R'}
+
+// Step is one timed setup step of the init: Name (the step's name in an
+// InitError) and End, the CLOCK_MONOTONIC time in nanoseconds at which it
+// finished. The clock is the host's: the sandbox has no time namespace, so
+// the supervisor can place the steps among its own phases.
+type Step struct {
+	Name string `json:"name"`
+	End  int64  `json:"end_ns"`
+}
+
+// EncodeReady returns the Ready message: Ready alone, or followed by the
+// JSON steps when there are some. An InitError is a JSON object, so the
+// two cannot be mistaken for each other.
+func EncodeReady(steps []Step) []byte {
+	if len(steps) == 0 {
+		return Ready
+	}
+	b, err := json.Marshal(steps)
+	if err != nil { // a slice of strings and ints always marshals
+		panic(fmt.Sprintf("bug: marshal steps: %v", err))
+	}
+	return append(append([]byte{}, Ready...), b...)
+}
+
+// DecodeReady reports whether b is a Ready message and returns the steps
+// it carries (none without Spec.Trace).
+func DecodeReady(b []byte) (steps []Step, ok bool, err error) {
+	if len(b) < len(Ready) || b[0] != Ready[0] {
+		return nil, false, nil
+	}
+	if len(b) == len(Ready) {
+		return nil, true, nil
+	}
+	if err := json.Unmarshal(b[len(Ready):], &steps); err != nil {
+		return nil, true, fmt.Errorf("decode ready steps %q: %w", truncate(b), err)
+	}
+	return steps, true, nil
+}
 
 // MaxMessage bounds one sync-socket message; the spec of a run is a few KiB.
 const MaxMessage = 1 << 20

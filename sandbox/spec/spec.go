@@ -30,7 +30,8 @@ import (
 
 // Version is bumped whenever Spec changes incompatibly.
 // 4: CgroupTasks (the init attaches itself on cgroup v1).
-const Version = 4
+// 5: Trace (the init times its steps and sends them with Ready).
+const Version = 5
 
 // Inside-the-sandbox identities. The init runs as RootID until it drops to
 // SandboxID right before exec; both map to unprivileged host ids (see
@@ -102,6 +103,9 @@ type Spec struct {
 	// execve. The supervisor compiles it; the init never runs libseccomp.
 	// Empty means no filter.
 	Seccomp []byte `json:"seccomp,omitempty"`
+	// Trace asks the init to time each setup step and send the times with
+	// Ready (nsbox run --trace-phases). Off, a step costs one branch.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Rlimit is one resource limit for the program. Resource is a

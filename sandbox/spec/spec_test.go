@@ -104,6 +104,26 @@ func TestInitErrorRoundTrip(t *testing.T) {
 	}
 }
 
+func TestReadyRoundTrip(t *testing.T) {
+	if got := EncodeReady(nil); string(got) != string(Ready) {
+		t.Errorf("EncodeReady(nil) = %q, want %q", got, Ready)
+	}
+	want := []Step{{"read spec", 12}, {"pivot_root", 34}}
+	steps, ok, err := DecodeReady(EncodeReady(want))
+	if err != nil || !ok || len(steps) != 2 || steps[0] != want[0] || steps[1] != want[1] {
+		t.Errorf("DecodeReady = %v, %v, %v; want %v", steps, ok, err, want)
+	}
+	if steps, ok, err := DecodeReady(Ready); err != nil || !ok || steps != nil {
+		t.Errorf("DecodeReady(Ready) = %v, %v, %v", steps, ok, err)
+	}
+	if _, ok, _ := DecodeReady(EncodeError(&InitError{Step: "x", Message: "y"})); ok {
+		t.Error("an InitError decoded as Ready")
+	}
+	if _, ok, err := DecodeReady([]byte("R{")); !ok || err == nil {
+		t.Errorf("corrupt steps: ok %v, err %v; want ok and an error", ok, err)
+	}
+}
+
 // FuzzDecode: Decode never panics, and whatever it accepts re-encodes.
 func FuzzDecode(f *testing.F) {
 	b, _ := Encode(validSpec())
@@ -111,6 +131,10 @@ func FuzzDecode(f *testing.F) {
 	v2 := validSpec() // cgroup v2 or no cgroup: no tasks files
 	v2.CgroupTasks = nil
 	b, _ = Encode(v2)
+	f.Add(b)
+	traced := validSpec() // --trace-phases
+	traced.Trace = true
+	b, _ = Encode(traced)
 	f.Add(b)
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

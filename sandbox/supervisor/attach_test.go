@@ -163,7 +163,7 @@ func attachFails(t *testing.T, exe string, tc attachCase, late bool) {
 		Argv: []string{"/bin/true"}, Cwd: "/workspace", CgroupTasks: tc.tasks,
 	}
 	ready := false
-	onReady := func() { ready = true }
+	onReady := func([]spec.Step) { ready = true }
 	var werr error
 	if late {
 		msg, encErr := spec.Encode(sp)

@@ -193,7 +193,7 @@ func (l *launch) send(msg []byte) error {
 // its cgroup before it reads Go; if it stops there, it may be gone before
 // Go is written (EPIPE). What it reported is the better error then, and
 // awaitExec still reads it: the init's end is closed, so it cannot block.
-func (l *launch) release(sp *spec.Spec, onReady func()) error {
+func (l *launch) release(sp *spec.Spec, onReady func([]spec.Step)) error {
 	msg, err := spec.Encode(sp)
 	if err != nil {
 		return &stepError{"spec", err}
@@ -217,8 +217,8 @@ var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited b
 
 // awaitExec returns nil once the program was exec'd (Ready, then EOF on the
 // close-on-exec sync socket), or the init's error. onReady runs when Ready
-// arrives.
-func (l *launch) awaitExec(onReady func()) error {
+// arrives, with the init's step times (Spec.Trace).
+func (l *launch) awaitExec(onReady func([]spec.Step)) error {
 	buf := make([]byte, spec.MaxMessage)
 	ready, reset := false, false
 	for {
@@ -236,14 +236,19 @@ func (l *launch) awaitExec(onReady func()) error {
 		if err != nil {
 			return fmt.Errorf("read sync socket: %w", err)
 		}
-		switch {
-		case n == 0 && ready:
+		if n == 0 && ready {
 			return nil
-		case n == 0:
+		}
+		if n == 0 {
 			return errInitDied
-		case !ready && n == len(spec.Ready) && buf[0] == spec.Ready[0]:
+		}
+		steps, isReady, err := spec.DecodeReady(buf[:n])
+		switch {
+		case !ready && isReady && err != nil:
+			return err
+		case !ready && isReady:
 			ready = true
-			onReady()
+			onReady(steps)
 		default:
 			ie, err := spec.DecodeError(buf[:n])
 			if err != nil {

@@ -190,6 +190,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	sp.ReportFD = reportFD
 	sp.Rlimits = rlimits(o.Policy.Limits)
 	sp.Landlock = conf.landlockABI > 0
+	sp.Trace = o.Trace // the init's steps become "init: ..." phases
 	// On cgroup v1 the init attaches itself to the run's cgroup through
 	// tasks files opened here, as host root; they follow the report pipe.
 	tasksFiles, tasks, err := cgroupTasks(conf.cg, reportFD+1)
@@ -215,6 +216,8 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	if err != nil {
 		return &stepError{"start init", err}
 	}
+	// Fork, uid/gid maps and the init's execve (Start waits for it).
+	ph.mark("start init")
 	closeAll(tasksFiles) // the init has its copies
 	tasksFiles = nil
 	reportW.Close() // the init has its copy; EOF once the sandbox is gone
@@ -252,8 +255,9 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	// No host-side setup is left: the fork code wrote the uid/gid maps,
 	// and the init enters its cgroup itself (v2: cloned into it; v1: its
 	// locked thread attaches through the tasks files right after reading
-	// the spec). So the spec and Go go out at once.
-	ph.mark("start init")
+	// the spec). So the spec and Go go out at once, after the caller's
+	// gate. The init's steps run from its execve to Ready; the last phase,
+	// Ready's way here.
 	var setupErr error
 	if o.Gate != nil {
 		if err := o.Gate(); err != nil {
@@ -262,7 +266,10 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 		ph.mark("gate")
 	}
 	if setupErr == nil {
-		setupErr = l.release(sp, func() { ph.mark("init setup") })
+		setupErr = l.release(sp, func(steps []spec.Step) {
+			ph.markInit(steps)
+			ph.mark("init setup")
+		})
 	}
 	ph.mark("exec")
 	if setupErr == nil {
