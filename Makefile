@@ -3,6 +3,7 @@
 
 GO      ?= go
 BIN     := bin/nsbox
+INIT    := bin/nsbox-init
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # netgo, osusergo: no NSS lookups through glibc in a static binary;
 # sqlite_omit_load_extension: the audit log's SQLite never dlopens;
@@ -21,7 +22,7 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-build: $(BIN)
+build: $(BIN) $(INIT)
 
 # Static: the init is re-executed for every run and starts fastest without
 # a dynamic loader, and the binary runs on hosts without libseccomp. cgo is
@@ -31,6 +32,13 @@ $(BIN): $(GOFILES)
 	@mkdir -p bin
 	CGO_ENABLED=1 $(GO) build -trimpath -tags $(TAGS) \
 		-ldflags "-s -w -X main.version=$(VERSION) -linkmode external -extldflags -static" -o $@ ./cmd/nsbox
+
+# The sandbox init alone (cmd/nsbox-init), started once per run inside the
+# new namespaces: without cgo it starts in ~1.2 ms instead of nsbox's ~3 ms.
+# nsbox uses it when it lies beside the nsbox binary, else re-executes itself.
+$(INIT): $(GOFILES)
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -tags netgo,osusergo -ldflags "-s -w" -o $@ ./cmd/nsbox-init
 
 # The main job: examples/hello.py under the built-in default policy.
 run: deps build

@@ -70,6 +70,7 @@ type run struct {
 	via       []string          // a command that runs nsbox: via... NSBOX_BIN args...
 	auditDB   string            // NSBOX_AUDIT_DB; STATE/audit.db when ""
 	whileRuns func(*os.Process) // called once nsbox started
+	binary    string            // the nsbox binary; nsboxBin when ""
 }
 
 // outcome is what an nsbox invocation produced.
@@ -89,7 +90,10 @@ func nsbox(t *testing.T, r run) *outcome {
 	if r.state == "" {
 		r.state = t.TempDir()
 	}
-	argv := append(append(append([]string{}, r.via...), nsboxBin), r.args...)
+	if r.binary == "" {
+		r.binary = nsboxBin
+	}
+	argv := append(append(append([]string{}, r.via...), r.binary), r.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if r.auditDB == "" {
 		r.auditDB = filepath.Join(r.state, "audit.db")

@@ -9,19 +9,19 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/sandbox/initproc"
-	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	if fd, ok := initArgs(os.Args); ok {
+	// The init's exact command line skips the cli App: building every
+	// command and flag to parse one cost the init ~0.1 ms of CPU.
+	if fd, ok := initproc.Args(os.Args); ok {
 		initproc.Main(fd) // returns only via os.Exit
 	}
 	app := &cli.App{
@@ -56,22 +56,4 @@ func exitCode(err error) int {
 		return ec.ExitCode()
 	}
 	return 125
-}
-
-// initArgs recognises the exact command line the supervisor starts the
-// sandbox init with, "nsbox init --sync-fd N" (supervisor/spawn.go), and
-// returns N. The init starts once per sandboxed run; building the whole
-// cli App (every command and flag) to parse one flag cost it ~0.1 ms of
-// CPU. Any other form, including a non-canonical N ("010" is 8 to the
-// flag package) or a missing or negative one, is left to the cli App and
-// initCommand (init.go), which behave as before.
-func initArgs(args []string) (int, bool) {
-	if len(args) != 4 || args[1] != supervisor.InitCommand || args[2] != "--sync-fd" {
-		return 0, false
-	}
-	fd, err := strconv.Atoi(args[3])
-	if err != nil || fd < 0 || strconv.Itoa(fd) != args[3] {
-		return 0, false
-	}
-	return fd, true
 }

@@ -26,7 +26,7 @@ func cloneIntoCheck(exe string, version int, detectErr error) Check {
 	case detectErr != nil:
 		c.Detail, c.Hint = "not probed: no usable cgroup hierarchy", "see the cgroups check"
 	case version == 1:
-		c.OK, c.Detail = true, "not applicable (cgroup v1: the supervisor places the child before releasing it)"
+		c.OK, c.Detail = true, "not applicable (cgroup v1: the init attaches itself before any other step)"
 	default:
 		return probeCloneInto(exe)
 	}

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/internal/loopback"
-	"github.com/nsbox/nsbox/sandbox/seccomp"
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -205,7 +205,7 @@ func run(syncFD int, started int64) error {
 	// to be allowed by the filter. The filter was compiled by the
 	// supervisor; loading it is one system call. Only execve follows.
 	if len(s.Seccomp) > 0 {
-		if err := seccomp.Install(s.Seccomp); err != nil {
+		if err := load.Install(s.Seccomp); err != nil {
 			return spec.StepError("seccomp", err)
 		}
 	}

@@ -28,10 +28,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// initExe copies this test binary where the init, running as an
+// testInitExe copies this test binary where the init, running as an
 // unprivileged host uid, may execute it: go test's build directory is
 // searchable by its owner only.
-func initExe(t *testing.T) string {
+func testInitExe(t *testing.T) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -116,7 +116,7 @@ type attachCase struct {
 // Go unread (the kernel then reports ECONNRESET first).
 func TestInitRefusesFailedAttach(t *testing.T) {
 	mustwork.NeedRoot(t)
-	exe := initExe(t)
+	exe := testInitExe(t)
 	const fake = "/sys/fs/cgroup/pids/nsbox/s0-test/tasks"
 	cases := []attachCase{
 		{"descriptor not open", nil, []spec.TasksFile{{FD: 100, Path: fake}}, "fstatfs " + fake + " (fd 100)", "EBADF"},

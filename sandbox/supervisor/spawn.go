@@ -10,12 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/cgroup"
+	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
-// InitCommand is the hidden command of the nsbox binary that runs the
-// sandbox init (see cmd/nsbox/init.go).
-const InitCommand = "init"
+// InitCommand is the argument that selects the init, in nsbox-init and in
+// the nsbox binary (its hidden command, cmd/nsbox/init.go).
+const InitCommand = initproc.Command
 
 // syncFD is the descriptor number of the sync socket in the init.
 const syncFD = 3

@@ -36,7 +36,7 @@ type Options struct {
 	Code      []byte           // the program's source
 	Workspace string           // host dir for /workspace; "" for a fresh one
 	StateDir  string           // see StateDir()
-	Exe       string           // the nsbox binary to re-exec as init; "" for /proc/self/exe
+	Exe       string           // the binary to start as init; "" for initExe (nsbox-init beside this one, or /proc/self/exe)
 	Version   string           // nsbox version, recorded in a root built on first use
 	CheckOnly bool             // run only the runner's static check (nsbox check); the program never runs
 	Filename  string           // the program's name in tracebacks and messages; "" for ProgramName
@@ -123,7 +123,7 @@ func run(ctx context.Context, o Options, r *result.Result) (err error) {
 	ph.mark("requirements")
 	exe := o.Exe
 	if exe == "" {
-		exe = "/proc/self/exe"
+		exe = initExe()
 	}
 	root, err := roots.Open(ctx, o.Policy.Python.Root, roots.Options{Verify: o.Policy.Python.Verify, Version: o.Version, Log: o.Log})
 	if err != nil {
