@@ -109,14 +109,14 @@ func TestTracePhases(t *testing.T) {
 		} else {
 			names = append(names, p.Name)
 		}
-		if i >= 2 && i < len(o.res.Phases)-1 { // the supervisor's
+		if i >= 2 && i < len(o.res.Phases)-2 { // the supervisor's
 			sum += p.MS
 		}
 	}
 	want := []string{"start-up", "policy and input",
 		"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec",
 		"seccomp compile", "start init", "gate", "init setup", "exec", "program", "teardown and stats", "cleanup",
-		"audit finish"}
+		"audit finish", "audit close"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)
 	}

@@ -85,11 +85,13 @@ func (a *pendingAudit) wait() error {
 	return a.err
 }
 
-// close closes the log once the background work is done.
+// close closes the log once the background work is done; again, it does
+// nothing.
 func (a *pendingAudit) close() {
 	<-a.done
 	if a.db != nil {
 		a.db.Close()
+		a.db = nil
 	}
 }
 

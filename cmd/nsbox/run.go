@@ -204,6 +204,8 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
 	}
 	tr.mark("audit finish")
+	aud.close() // the last connection checkpoints the WAL: fsyncs
+	tr.mark("audit close")
 	tr.wrap(r)
 	return r, nil
 }
