@@ -13,14 +13,16 @@
 //
 // The supervisor execs Argv(interp, cfg):
 //
-//	interp -s -P -c <Source> <config JSON>
+//	interp -S -s -P -c <Source> <config JSON>
 //
-// so the runner never exists as a file in the sandbox (-s: no user site
-// directory; -P: no script directory on sys.path). The program arrives on
+// (or ArgvCompiled: the root's compiled runner in place of -c <Source>),
+// so the runner never exists as a writable file in the sandbox (-S: no
+// site, whose work the runner does itself for nsbox's venv; -s: no user
+// site directory; -P: no script directory on sys.path). The program arrives on
 // stdin; the runner reads it all as bytes, and the program then finds stdin
 // at EOF. The report channel is an inherited pipe, Config.ReportFD (fd 3
 // when passed as the first of exec.Cmd.ExtraFiles); the runner marks it
-// close-on-exec at once and writes to it only with os.write bound at start.
+// close-on-exec at once and writes to it only with posix.write bound at start.
 // The supervisor must drain the pipe while the program runs.
 //
 // Each report line is one JSON object:

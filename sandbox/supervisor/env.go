@@ -44,7 +44,7 @@ func programEnv(p *policies.Policy) []string {
 }
 
 // newSpec describes the run for the init; argv is the runner's command
-// line (pyrunner.Argv): the interpreter with -s -P, the runner, its config.
+// line (pyrunner.Argv): the interpreter with -S -s -P, the runner, its config.
 func newSpec(p *policies.Policy, id string, argv []string, binds []spec.Bind) *spec.Spec {
 	return &spec.Spec{
 		Version:  spec.Version,
