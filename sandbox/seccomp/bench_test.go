@@ -65,3 +65,34 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCacheLoad measures what a run pays for its filter when the
+// cache has it: "bytes" is Cache.Load answered by the profile's bytes
+// (read, hash, one entry), "plan" the path it replaces, Load (parse and
+// plan) then Compile answered by the plan-keyed entry.
+func BenchmarkCacheLoad(b *testing.B) {
+	for _, name := range []string{"default", "strict"} {
+		b.Run(name+"/bytes", func(b *testing.B) {
+			c := Cache{Dir: b.TempDir()}
+			if _, err := c.Load(name); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.Load(name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/plan", func(b *testing.B) {
+			c := Cache{Dir: b.TempDir()}
+			if _, err := c.Compile(mustLoad(b, name)); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.Compile(mustLoad(b, name)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

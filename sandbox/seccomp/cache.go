@@ -37,6 +37,11 @@ import (
 type Cache struct {
 	// Dir holds the entries; created (0700) on the first store.
 	Dir string
+
+	// buildID returns the running binary's Go build ID for Load's key;
+	// nil means buildID (the package's, read from /proc/self/exe). Tests
+	// set it to change or break the build ID.
+	buildID func() (string, error)
 }
 
 // Compile returns p compiled for the native architecture, from the cache
@@ -54,6 +59,7 @@ const (
 	cacheHit     cacheOutcome = iota // a valid entry was read
 	cacheStored                      // compiled and stored
 	cacheNoStore                     // compiled; the entry could not be written
+	cacheRawHit                      // Load found the profile's bytes: nothing parsed
 )
 
 // compile is Compile, also reporting whether the cache was used. A store

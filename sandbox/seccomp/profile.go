@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -57,19 +58,36 @@ func (a action) String() string {
 // problem in the profile itself is a *ProfileError naming the file, the line
 // and the culprit.
 func Load(nameOrPath string) (*Profile, error) {
+	src, err := readSource(nameOrPath)
+	if err != nil {
+		return nil, err
+	}
+	return parse(src.name, src.source, src.data)
+}
+
+// source is a profile's bytes and what to call them.
+type source struct {
+	name    string // Profile.Name: the built-in name or the absolute path
+	source  string // Profile.Source: how messages name the bytes
+	builtin bool   // embedded in the binary rather than a file
+	data    []byte
+}
+
+// readSource reads the bytes Load parses, refusing what Load refuses.
+func readSource(nameOrPath string) (*source, error) {
 	switch {
 	case filepath.IsAbs(nameOrPath):
 		data, err := readProfileFile(nameOrPath)
 		if err != nil {
 			return nil, err
 		}
-		return parse(nameOrPath, nameOrPath, data)
+		return &source{name: nameOrPath, source: nameOrPath, data: data}, nil
 	case slices.Contains(seccompprofiles.Names(), nameOrPath):
 		data, err := seccompprofiles.Read(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("load seccomp profile %q: %w", nameOrPath, err)
 		}
-		return parse(nameOrPath, "seccomp-profiles/"+nameOrPath+".json (built in)", data)
+		return &source{name: nameOrPath, source: "seccomp-profiles/" + nameOrPath + ".json (built in)", builtin: true, data: data}, nil
 	default:
 		// A relative path would depend on the caller's cwd: refuse it.
 		return nil, fmt.Errorf("load seccomp profile %q: neither a built-in profile (%s) nor an absolute path",
@@ -102,8 +120,13 @@ func readProfileFile(path string) ([]byte, error) {
 	return data, nil
 }
 
+// parses counts parse calls; only tests read it.
+var parses atomic.Int64
+
 // parse decodes and validates data; source names it in errors.
 func parse(name, source string, data []byte) (*Profile, error) {
+	// Counted for the tests that prove a cache hit parses nothing.
+	parses.Add(1)
 	sum := sha256.Sum256(data)
 	jp, err := decodeProfile(source, data)
 	if err != nil {

@@ -29,7 +29,7 @@ var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "
 // decided on the host before the init starts.
 type confinement struct {
 	cg          *cgroup.Cgroup   // nil when the run has no cgroup
-	profile     *seccomp.Profile // nil for no seccomp filter
+	seccomp     *seccomp.Program // the compiled filter; nil for none
 	seccompName string           // profile name or path; "none"
 	landlockABI int              // Landlock ABI the init will enforce; 0 for none
 	stateDir    string           // the supervisor's state directory, for the seccomp cache
@@ -56,12 +56,19 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 		}
 	}()
 
-	// Seccomp: loaded and checked here, compiled on the host (compile) so
-	// that the process that becomes the sandbox never runs libseccomp; the
-	// init loads the raw filter with one system call.
+	// Seccomp: loaded, checked and compiled here, on the host, so that the
+	// process that becomes the sandbox never runs libseccomp (the init
+	// loads the raw filter with one system call), and so that a bad
+	// profile refuses the run before anything starts. The filter comes
+	// from the state directory's cache (STATE/cache/seccomp): by the
+	// profile's exact bytes when this nsbox binary saw them before
+	// (nothing parsed), else by its parsed rules; a cache that cannot be
+	// read or written only means parsing and compiling (see
+	// seccomp.Cache.Load).
 	if p.Sandbox.Seccomp != "none" {
 		if ok, why := seccomp.Supported(); ok {
-			c.profile, err = seccomp.Load(p.Sandbox.Seccomp)
+			cache := seccomp.Cache{Dir: filepath.Join(stateDir, "cache", "seccomp")}
+			c.seccomp, err = cache.Load(p.Sandbox.Seccomp)
 			if err != nil {
 				return nil, &stepError{"seccomp", err}
 			}
@@ -108,21 +115,15 @@ func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error
 	return c, nil
 }
 
-// compile turns the seccomp profile into the raw filter for the spec;
-// nil when the run has none. The filter comes from the state directory's
-// cache (STATE/cache/seccomp) when an earlier run compiled the same rules
-// with the same libseccomp; a cache that cannot be read or written only
-// means compiling (see seccomp.Cache).
+// compile returns the raw seccomp filter for the spec; nil when the run
+// has none. confine already loaded it (from the cache or compiled, see
+// there), so this costs nothing; it stays a step of its own so that the
+// spec's filter is named in one place.
 func (c *confinement) compile() ([]byte, error) {
-	if c.profile == nil {
+	if c.seccomp == nil {
 		return nil, nil
 	}
-	cache := seccomp.Cache{Dir: filepath.Join(c.stateDir, "cache", "seccomp")}
-	prog, err := cache.Compile(c.profile)
-	if err != nil {
-		return nil, &stepError{"seccomp", err}
-	}
-	return prog.Raw, nil
+	return c.seccomp.Raw, nil
 }
 
 // destroy kills whatever is left in the run's cgroup and removes it.
