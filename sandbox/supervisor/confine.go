@@ -32,7 +32,6 @@ type confinement struct {
 	seccomp     *seccomp.Program // the compiled filter; nil for none
 	seccompName string           // profile name or path; "none"
 	landlockABI int              // Landlock ABI the init will enforce; 0 for none
-	stateDir    string           // the supervisor's state directory, for the seccomp cache
 }
 
 // requirements refuses a run whose policy requires a protection this host
@@ -49,7 +48,7 @@ func requirements(p *policies.Policy) error {
 // before anything starts (fail closed); one that is used but not required
 // is left out and the result says so.
 func confine(p *policies.Policy, id, stateDir string) (c *confinement, err error) {
-	c = &confinement{seccompName: "none", stateDir: stateDir}
+	c = &confinement{seccompName: "none"}
 	defer func() {
 		if err != nil {
 			c.destroy()
