@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,8 @@ func doctorCommand() *cli.Command {
 			"min_kernel, hint} where group is the requirement the check belongs to (\"namespaces\", \"cgroups\",\n" +
 			"\"seccomp\", \"landlock\", or \"\" when informational) and hint is how to fix it (\"\" when ok); notes,\n" +
 			"protections that work but weaker than asked; policy; requires, the policy's requirements; missing,\n" +
-			"those this host cannot enforce; ok, true when missing is empty.",
+			"those this host cannot enforce; ok, true when missing is empty. When doctor itself fails (a bad\n" +
+			"policy, exit 125) --json still prints one object: {policy, ok: false, error}.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "strict",
 				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file whose requirements are checked"},
@@ -52,6 +54,27 @@ func doctorCommand() *cli.Command {
 var probeHost = hostcheck.Probe
 
 func doctorAction(c *cli.Context) error {
+	err := doctor(c)
+	var exit cli.ExitCoder
+	if err != nil && c.Bool("json") && !errors.As(err, &exit) {
+		// --json promises one object on stdout, a failure included; the
+		// message goes to stderr too, as without --json.
+		failed := struct {
+			Policy string `json:"policy"`
+			OK     bool   `json:"ok"`
+			Error  string `json:"error"`
+		}{c.String("policy"), false, err.Error()}
+		if werr := json.NewEncoder(c.App.Writer).Encode(failed); werr != nil {
+			return fmt.Errorf("%w (and writing it as JSON failed: %v)", err, werr)
+		}
+	}
+	return err
+}
+
+// doctor probes the host and prints the report; a cli.ExitCoder when the
+// policy cannot be enforced (the report is printed), another error when
+// doctor itself failed.
+func doctor(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("doctor takes no arguments, got %q", c.Args().Slice())
 	}

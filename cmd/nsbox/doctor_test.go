@@ -254,3 +254,32 @@ func TestWrap(t *testing.T) {
 		t.Error("wrap lost or changed words")
 	}
 }
+
+// TestDoctorJSONFailure: with --json, a doctor that fails (a bad policy)
+// still prints one JSON object, naming the policy and the error.
+func TestDoctorJSONFailure(t *testing.T) {
+	fakeProbe(t, withoutSeccomp())
+	out, code := runDoctor(t, "--policy", "no-such-policy", "--json")
+	if code != 125 {
+		t.Errorf("exit %d, want 125", code)
+	}
+	var got struct {
+		Policy string `json:"policy"`
+		OK     *bool  `json:"ok"`
+		Error  string `json:"error"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Errorf("more than one object:\n%s", out)
+	}
+	if got.Policy != "no-such-policy" || got.OK == nil || *got.OK || !strings.Contains(got.Error, "no-such-policy") {
+		t.Errorf("got %+v", got)
+	}
+	// Without --json: nothing on stdout, the message is the error.
+	if out, _ := runDoctor(t, "--policy", "no-such-policy"); out != "" {
+		t.Errorf("plain mode printed %q", out)
+	}
+}
