@@ -12,15 +12,18 @@
 #      user's builtins (guarded __import__, denied builtins replaced by stubs),
 #      exec the program as __main__, report runtime violations, and print
 #      tracebacks without the runner's own frames.
-# Stdlib only, Python 3.11. Everything the runner needs at run time is bound
-# here at start-up, so monkey-patching a module later does not change it.
+# Stdlib only, Python 3.11. What the checks rely on is bound here at
+# start-up, so monkey-patching a module later does not change it.
 #
 # Start-up cost is the cost of every sandboxed run, so the runner imports
 # only built-in and frozen modules (posix, not os; _ast, not ast; no json,
 # re, tokenize, linecache or traceback: those cost 20-30 ms together) and
 # does site's work for nsbox's venv itself (-S). What it needs only on a
-# rare path (a coding cookie, a traceback, string.Formatter under
-# strict_attrs) it loads there.
+# rare path it takes when that path comes: tokenize for a coding cookie,
+# traceback to print one, linecache when something imports it, and, from
+# the real modules once the program has them, importlib.import_module and
+# string.Formatter's get_field (a program that swaps those first only
+# changes what its own checked call then runs).
 
 import _ast
 import _operator
