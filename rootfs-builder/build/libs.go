@@ -9,13 +9,13 @@ import (
 	"strings"
 
 	"github.com/nsbox/nsbox/rootfs-builder/elfdeps"
-	"github.com/nsbox/nsbox/sandbox/hostroot"
+	"github.com/nsbox/nsbox/rootfs-builder/hostfiles"
 )
 
 // copyLibraries copies the interpreter, the dynamic loader and the shared
 // libraries into the root, with the symlinks leading to them.
 //
-// The host side is planned by hostroot, as for the host-Python mode: the
+// The host side is planned by rootfs-builder/hostfiles: the
 // interpreter, the stdlib's extension modules and the host libraries the
 // venv's ELF files need, each mirrored (symlink chain recreated, real file
 // copied) with the ELF closure (elfdeps, as ld.so resolves it). The venv's
@@ -45,7 +45,7 @@ func (b *builder) copyLibraries() error {
 			}
 		}
 	}
-	plan, err := hostroot.New(b.o.Python, hostPaths)
+	plan, err := hostfiles.New(b.o.Python, hostPaths)
 	if err != nil {
 		return err
 	}
@@ -54,8 +54,8 @@ func (b *builder) copyLibraries() error {
 			return err
 		}
 	}
-	for _, bind := range plan.Binds {
-		if err := b.copyBind(bind); err != nil {
+	for _, c := range plan.Copies {
+		if err := b.copyPlanned(c); err != nil {
 			return err
 		}
 	}
@@ -99,25 +99,25 @@ func (b *builder) symlink(target, p string) error {
 	return nil
 }
 
-// copyBind copies one file of the plan into the root. Files under the
+// copyPlanned copies one file of the plan into the root. Files under the
 // copied stdlib trees are there already (or deliberately left out).
-func (b *builder) copyBind(bind hostroot.Bind) error {
+func (b *builder) copyPlanned(c hostfiles.Copy) error {
 	for _, t := range b.trees {
-		if within(bind.Source, t) {
+		if within(c.Source, t) {
 			return nil
 		}
 	}
-	if bind.Dir {
-		return fmt.Errorf("bug: the root plan binds the directory %s", bind.Source)
+	if c.Dir {
+		return fmt.Errorf("bug: the root plan copies the directory %s", c.Source)
 	}
-	dst := b.inRoot(bind.Dest)
+	dst := b.inRoot(c.Dest)
 	if _, err := os.Lstat(dst); err == nil {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("copy %s: %w", bind.Source, err)
+		return fmt.Errorf("copy %s: %w", c.Source, err)
 	}
-	return copyFile(bind.Source, dst)
+	return copyFile(c.Source, dst)
 }
 
 // findELFs returns every loadable ELF file (a shared object or an

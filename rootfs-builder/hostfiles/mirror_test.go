@@ -1,4 +1,4 @@
-package hostroot
+package hostfiles
 
 import (
 	"errors"
@@ -110,8 +110,8 @@ func TestMirror(t *testing.T) {
 		if !maps.Equal(p.links, tc.links) {
 			t.Errorf("mirror(%s) links %v, want %v", tc.path, p.links, tc.links)
 		}
-		if !maps.Equal(p.binds, map[string]bool{tc.real: tc.dir}) {
-			t.Errorf("mirror(%s) binds %v", tc.path, p.binds)
+		if !maps.Equal(p.copies, map[string]bool{tc.real: tc.dir}) {
+			t.Errorf("mirror(%s) copies %v", tc.path, p.copies)
 		}
 	}
 }
@@ -165,7 +165,7 @@ func TestPlanDropsCovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantBinds := []Bind{
+	wantCopies := []Copy{
 		{"/etc/python3.11/sitecustomize.py", "/etc/python3.11/sitecustomize.py", false},
 		{"/usr/bin/python3.11", "/usr/bin/python3.11", false},
 		{"/usr/lib/python3.11", "/usr/lib/python3.11", true},
@@ -179,18 +179,18 @@ func TestPlanDropsCovered(t *testing.T) {
 		{"/usr/lib/x86_64-linux-gnu/libz.so.1", "libz.so.1.2.13"},
 		{"/usr/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
 	}
-	if pl.Interpreter != "/usr/bin/python3" || !slices.Equal(pl.Binds, wantBinds) || !slices.Equal(pl.Symlinks, wantLinks) {
-		t.Errorf("plan:\n got %+v\nwant binds %+v\n      links %+v", pl, wantBinds, wantLinks)
+	if pl.Interpreter != "/usr/bin/python3" || !slices.Equal(pl.Copies, wantCopies) || !slices.Equal(pl.Symlinks, wantLinks) {
+		t.Errorf("plan:\n got %+v\nwant copies %+v\n      links %+v", pl, wantCopies, wantLinks)
 	}
 	checkPlanShape(t, pl)
 }
 
-// checkPlanShape checks the invariants the init relies on.
+// checkPlanShape checks the invariants the builder relies on.
 func checkPlanShape(t *testing.T, pl *Plan) {
 	t.Helper()
 	dirs := map[string]bool{}
 	links := map[string]bool{}
-	for _, b := range pl.Binds {
+	for _, b := range pl.Copies {
 		if b.Dir {
 			dirs[b.Dest] = true
 		}
@@ -209,18 +209,18 @@ func checkPlanShape(t *testing.T, pl *Plan) {
 		}
 		return ""
 	}
-	if !slices.IsSortedFunc(pl.Binds, func(a, b Bind) int { return strings.Compare(a.Dest, b.Dest) }) {
-		t.Errorf("binds not sorted by Dest")
+	if !slices.IsSortedFunc(pl.Copies, func(a, b Copy) int { return strings.Compare(a.Dest, b.Dest) }) {
+		t.Errorf("copies not sorted by Dest")
 	}
-	for i, b := range pl.Binds {
-		if b.Source != b.Dest || !filepath.IsAbs(b.Dest) || (i > 0 && pl.Binds[i-1].Dest == b.Dest) {
-			t.Errorf("bad or duplicate bind %+v", b)
+	for i, b := range pl.Copies {
+		if b.Source != b.Dest || !filepath.IsAbs(b.Dest) || (i > 0 && pl.Copies[i-1].Dest == b.Dest) {
+			t.Errorf("bad or duplicate copy %+v", b)
 		}
 		if d := under(b.Dest, dirs); d != "" {
-			t.Errorf("bind %s inside bound directory %s", b.Dest, d)
+			t.Errorf("copy %s inside copied directory %s", b.Dest, d)
 		}
 		if d := under(b.Dest, links); d != "" || links[b.Dest] {
-			t.Errorf("bind %s under or at symlink %s", b.Dest, d)
+			t.Errorf("copy %s under or at symlink %s", b.Dest, d)
 		}
 	}
 	created := map[string]bool{}

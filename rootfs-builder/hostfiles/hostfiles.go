@@ -1,20 +1,20 @@
-// Package hostroot plans the root filesystem of the "host Python" mode: an
-// empty tmpfs into which the supervisor bind-mounts, read-only and at the
-// same absolute paths as on the host, exactly what the interpreter needs: the
-// interpreter, the host paths of the policy (its stdlib directory), and the
-// dynamic loader and shared libraries needed by the interpreter and by every
-// extension module under those paths.
+// Package hostfiles plans which host files a root filesystem needs so that
+// the host's interpreter runs from it: the interpreter, the host paths the
+// builder names (the stdlib directory, copied extension modules), and the
+// dynamic loader and shared libraries needed by the interpreter and by
+// every extension module under those paths.
 //
 // Host paths often go through symlinks (merged /usr: /lib -> usr/lib;
 // /usr/bin/python3 -> python3.11; libz.so.1 -> libz.so.1.2.13). So that the
 // same paths resolve the same way inside the root, every symlink met while
 // resolving a path is recreated in the root with the same link text, and
-// only the final, symlink-free real path is bound.
+// only the final, symlink-free real path is copied, at the same absolute
+// path.
 //
-// The package only plans; it mounts nothing. A Plan is a pure value the init
-// executes: create the parent directories and the symlinks, then bind each
-// source (opened O_PATH by the supervisor) onto its destination.
-package hostroot
+// The package only plans; it copies nothing. A Plan is a pure value the
+// rootfs builder (rootfs-builder/build) executes: create the symlinks,
+// then copy each source to its destination in the root being built.
+package hostfiles
 
 import (
 	"fmt"
@@ -27,11 +27,11 @@ import (
 	"github.com/nsbox/nsbox/rootfs-builder/elfdeps"
 )
 
-// Bind is one read-only bind mount.
-type Bind struct {
-	Source string // host real path (symlink-free), to be opened O_PATH by the supervisor
+// Copy is one host file or directory the root needs.
+type Copy struct {
+	Source string // host real path (symlink-free)
 	Dest   string // path inside the new root (equal to Source)
-	Dir    bool   // a directory (else a file: the mount point is an empty file)
+	Dir    bool   // a directory (else a regular file)
 }
 
 // Symlink is one symlink to create in the new root.
@@ -42,20 +42,20 @@ type Symlink struct {
 
 // Plan is the content of the new root.
 type Plan struct {
-	// Interpreter is the path to execve inside the root: the policy's path,
-	// which resolves inside through the recreated symlinks.
+	// Interpreter is the interpreter's path inside the root: the path the
+	// builder gave, which resolves inside through the recreated symlinks.
 	Interpreter string
-	// Binds are sorted by Dest; no Dest lies inside a bound directory.
-	Binds []Bind
+	// Copies are sorted by Dest; no Dest lies inside a copied directory.
+	Copies []Copy
 	// Symlinks are in creation order. Each one's parent directories are
 	// real directories on the host, never links, and none lies inside a
-	// bound directory (the bind brings it).
+	// copied directory (the copy brings it).
 	Symlinks []Symlink
 }
 
 // New plans the root for interpreter (an absolute path) and hostPaths
 // (absolute directories or files, e.g. the stdlib directory). Each is
-// mirrored: its symlink chain recreated, its real path bound. Then the ELF
+// mirrored: its symlink chain recreated, its real path copied. Then the ELF
 // closure (elfdeps.Closure) of the interpreter and of every extension module
 // — an ELF file named *.so or *.so.* under or at a host path — is mirrored
 // too, so that the loader finds every file at the path it opens.
@@ -66,40 +66,40 @@ type Plan struct {
 func New(interpreter string, hostPaths []string) (*Plan, error) {
 	p := newPlanner("")
 	if !filepath.IsAbs(interpreter) {
-		return nil, fmt.Errorf("hostroot: interpreter %q: not an absolute path", interpreter)
+		return nil, fmt.Errorf("hostfiles: interpreter %q: not an absolute path", interpreter)
 	}
 	_, mode, err := p.mirror(interpreter)
 	if err != nil {
-		return nil, fmt.Errorf("hostroot: interpreter %s: %w", interpreter, err)
+		return nil, fmt.Errorf("hostfiles: interpreter %s: %w", interpreter, err)
 	}
 	if !mode.IsRegular() {
-		return nil, fmt.Errorf("hostroot: interpreter %s: not a regular file (%v)", interpreter, mode.Type())
+		return nil, fmt.Errorf("hostfiles: interpreter %s: not a regular file (%v)", interpreter, mode.Type())
 	}
 	if mode&0o111 == 0 {
-		return nil, fmt.Errorf("hostroot: interpreter %s: not executable (mode %v)", interpreter, mode.Perm())
+		return nil, fmt.Errorf("hostfiles: interpreter %s: not executable (mode %v)", interpreter, mode.Perm())
 	}
 	elfs := []string{interpreter}
 	for _, hp := range hostPaths {
 		if !filepath.IsAbs(hp) {
-			return nil, fmt.Errorf("hostroot: host path %q: not an absolute path", hp)
+			return nil, fmt.Errorf("hostfiles: host path %q: not an absolute path", hp)
 		}
 		real, mode, err := p.mirror(hp)
 		if err != nil {
-			return nil, fmt.Errorf("hostroot: host path %s: %w", hp, err)
+			return nil, fmt.Errorf("hostfiles: host path %s: %w", hp, err)
 		}
 		mods, err := p.modules(real, mode)
 		if err != nil {
-			return nil, fmt.Errorf("hostroot: host path %s: %w", hp, err)
+			return nil, fmt.Errorf("hostfiles: host path %s: %w", hp, err)
 		}
 		elfs = append(elfs, mods...)
 	}
 	libs, err := elfdeps.Closure(elfs)
 	if err != nil {
-		return nil, fmt.Errorf("hostroot: %w", err)
+		return nil, fmt.Errorf("hostfiles: %w", err)
 	}
 	for _, lib := range libs {
 		if _, _, err := p.mirror(lib); err != nil {
-			return nil, fmt.Errorf("hostroot: library %s: %w", lib, err)
+			return nil, fmt.Errorf("hostfiles: library %s: %w", lib, err)
 		}
 	}
 	return p.plan(interpreter)

@@ -1,4 +1,4 @@
-package hostroot
+package hostfiles
 
 import (
 	"errors"
@@ -15,12 +15,12 @@ import (
 // (MAXSYMLINKS, 40 since Linux 4.2).
 const maxSymlinks = 40
 
-// planner accumulates the symlinks and binds needed to mirror host paths.
+// planner accumulates the symlinks and copies needed to mirror host paths.
 type planner struct {
-	root  string            // prefix of every host path: "" for the host, a test directory in tests
-	stats map[string]entry  // Lstat cache, by path inside root
-	binds map[string]bool   // real path -> is a directory
-	links map[string]string // symlink path -> link text
+	root   string            // prefix of every host path: "" for the host, a test directory in tests
+	stats  map[string]entry  // Lstat cache, by path inside root
+	copies map[string]bool   // real path -> is a directory
+	links  map[string]string // symlink path -> link text
 }
 
 // entry is the cached Lstat of one path.
@@ -32,10 +32,10 @@ type entry struct {
 
 func newPlanner(root string) *planner {
 	return &planner{
-		root:  root,
-		stats: map[string]entry{},
-		binds: map[string]bool{},
-		links: map[string]string{},
+		root:   root,
+		stats:  map[string]entry{},
+		copies: map[string]bool{},
+		links:  map[string]string{},
 	}
 }
 
@@ -59,7 +59,7 @@ func (p *planner) lstat(path string) entry {
 	return e
 }
 
-// mirror resolves path (see resolve) and records its symlinks and the bind
+// mirror resolves path (see resolve) and records its symlinks and the copy
 // of its real path, which it returns with its file mode.
 func (p *planner) mirror(path string) (string, fs.FileMode, error) {
 	real, mode, links, err := p.resolve(path)
@@ -72,7 +72,7 @@ func (p *planner) mirror(path string) (string, fs.FileMode, error) {
 	return real, mode, nil
 }
 
-// record adds the symlinks met resolving a path and the bind of its real path.
+// record adds the symlinks met resolving a path and the copy of its real path.
 func (p *planner) record(real string, mode fs.FileMode, links []Symlink) error {
 	for _, l := range links {
 		if old, ok := p.links[l.Path]; ok && old != l.Target {
@@ -80,7 +80,7 @@ func (p *planner) record(real string, mode fs.FileMode, links []Symlink) error {
 		}
 		p.links[l.Path] = l.Target
 	}
-	p.binds[real] = mode.IsDir()
+	p.copies[real] = mode.IsDir()
 	return nil
 }
 
@@ -153,28 +153,28 @@ func (p *planner) resolve(path string) (string, fs.FileMode, []Symlink, error) {
 	return cur, mode, links, nil
 }
 
-// covered reports whether path lies strictly inside a directory bind.
+// covered reports whether path lies strictly inside a copied directory.
 func (p *planner) covered(path string) bool {
 	for d := path; d != "/"; {
 		d = filepath.Dir(d)
-		if p.binds[d] {
+		if p.copies[d] {
 			return true
 		}
 	}
 	return false
 }
 
-// plan returns the binds and symlinks, dropping what a directory bind
-// already brings. Binds are sorted by Dest, symlinks by Path; as every link's
+// plan returns the copies and symlinks, dropping what a copied directory
+// already brings. Copies are sorted by Dest, symlinks by Path; as every link's
 // parent is a real directory, that order is a valid creation order.
 func (p *planner) plan(interpreter string) (*Plan, error) {
 	pl := &Plan{Interpreter: interpreter}
-	for dest, dir := range p.binds {
+	for dest, dir := range p.copies {
 		if _, ok := p.links[dest]; ok {
-			return nil, fmt.Errorf("bug: %s is both a symlink and a bind", dest)
+			return nil, fmt.Errorf("bug: %s is both a symlink and a copy", dest)
 		}
 		if !p.covered(dest) {
-			pl.Binds = append(pl.Binds, Bind{Source: dest, Dest: dest, Dir: dir})
+			pl.Copies = append(pl.Copies, Copy{Source: dest, Dest: dest, Dir: dir})
 		}
 	}
 	for path, target := range p.links {
@@ -191,7 +191,7 @@ func (p *planner) plan(interpreter string) (*Plan, error) {
 			}
 		}
 	}
-	slices.SortFunc(pl.Binds, func(a, b Bind) int { return strings.Compare(a.Dest, b.Dest) })
+	slices.SortFunc(pl.Copies, func(a, b Copy) int { return strings.Compare(a.Dest, b.Dest) })
 	slices.SortFunc(pl.Symlinks, func(a, b Symlink) int { return strings.Compare(a.Path, b.Path) })
 	return pl, nil
 }

@@ -1,4 +1,4 @@
-package hostroot
+package hostfiles
 
 import (
 	"errors"
@@ -23,28 +23,28 @@ const (
 func needHost(tb testing.TB, path string) { tb.Helper(); mustwork.NeedPath(tb, path) }
 
 // resolveInPlan resolves path inside the planned root: through the plan's
-// symlinks, into its binds, and below a bound directory through the host's
-// own entries (the bind brings them). It returns the host real path reached.
+// symlinks, into its copies, and below a copied directory through the host's
+// own entries (the copy brings them). It returns the host real path reached.
 func resolveInPlan(t *testing.T, pl *Plan, path string) string {
 	t.Helper()
 	links := map[string]string{}
 	for _, l := range pl.Symlinks {
 		links[l.Path] = l.Target
 	}
-	binds := map[string]bool{}
-	for _, b := range pl.Binds {
-		binds[b.Dest] = b.Dir
+	copies := map[string]bool{}
+	for _, b := range pl.Copies {
+		copies[b.Dest] = b.Dir
 	}
-	// The init creates the parent directories of every bind and symlink.
+	// The builder creates the parent directories of every copy and symlink.
 	made := map[string]bool{}
-	for _, p := range slices.Concat(slices.Collect(maps.Keys(binds)), slices.Collect(maps.Keys(links))) {
+	for _, p := range slices.Concat(slices.Collect(maps.Keys(copies)), slices.Collect(maps.Keys(links))) {
 		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
 			made[d] = true
 		}
 	}
-	inBind := func(p string) bool {
+	inCopy := func(p string) bool {
 		for d := p; ; d = filepath.Dir(d) {
-			if dir, ok := binds[d]; ok && (dir || d == p) {
+			if dir, ok := copies[d]; ok && (dir || d == p) {
 				return true
 			}
 			if d == "/" {
@@ -65,7 +65,7 @@ func resolveInPlan(t *testing.T, pl *Plan, path string) string {
 		}
 		next := filepath.Join(cur, c)
 		target, isLink := links[next]
-		if !isLink && inBind(next) {
+		if !isLink && inCopy(next) {
 			fi, err := os.Lstat(next)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", path, next, err)
@@ -100,9 +100,9 @@ func TestNewPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d binds, %d symlinks", len(pl.Binds), len(pl.Symlinks))
-	for _, b := range pl.Binds {
-		t.Logf("bind %s dir=%v", b.Dest, b.Dir)
+	t.Logf("%d copies, %d symlinks", len(pl.Copies), len(pl.Symlinks))
+	for _, b := range pl.Copies {
+		t.Logf("copy %s dir=%v", b.Dest, b.Dir)
 	}
 	for _, l := range pl.Symlinks {
 		t.Logf("symlink %s -> %s", l.Path, l.Target)
@@ -113,9 +113,9 @@ func TestNewPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []Bind{{hostPython, hostPython, false}, {hostStdlib, hostStdlib, true}, {libc, libc, false}} {
-		if !slices.Contains(pl.Binds, want) {
-			t.Errorf("no bind %+v", want)
+	for _, want := range []Copy{{hostPython, hostPython, false}, {hostStdlib, hostStdlib, true}, {libc, libc, false}} {
+		if !slices.Contains(pl.Copies, want) {
+			t.Errorf("no copy %+v", want)
 		}
 	}
 	if target, err := os.Readlink("/lib64"); err == nil && !slices.Contains(pl.Symlinks, Symlink{"/lib64", target}) {
@@ -217,7 +217,7 @@ func TestModulesSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(pl.Binds, Bind{"/lib/libpython.so.1", "/lib/libpython.so.1", false}) || len(pl.Symlinks) != 0 {
+	if !slices.Contains(pl.Copies, Copy{"/lib/libpython.so.1", "/lib/libpython.so.1", false}) || len(pl.Symlinks) != 0 {
 		t.Errorf("symlinked module target not mirrored: %+v", pl)
 	}
 }
