@@ -95,8 +95,8 @@ func TestJSONResultShape(t *testing.T) {
 
 // TestTracePhases: --trace-phases lists the run's steps in order: the
 // command's own before and after the supervisor's, which account for the
-// run's duration, with the init's setup steps ("init: ...") between
-// "start init" and "init setup"; without it there are none.
+// run's duration, with the init's setup steps ("init: ...") before
+// "ready"; without it there are none.
 func TestTracePhases(t *testing.T) {
 	needRoot(t)
 	o := runPy(t, "default", "pass", "--trace-phases")
@@ -109,13 +109,13 @@ func TestTracePhases(t *testing.T) {
 		} else {
 			names = append(names, p.Name)
 		}
-		if i >= 2 && i < len(o.res.Phases)-2 { // the supervisor's
+		if i >= 5 && i < len(o.res.Phases)-2 { // from the supervisor's first step to its cleanup
 			sum += p.MS
 		}
 	}
-	want := []string{"start-up", "policy and input",
-		"requirements", "rootfs", "state dir and workspace", "cgroup and profiles", "binds and spec",
-		"seccomp compile", "start init", "gate", "init setup", "exec", "program", "teardown and stats", "cleanup",
+	want := []string{"start-up", "policy and input", "plan", "root build", "audit begin",
+		"rootfs", "state dir", "workspace", "seccomp", "cgroup", "mounts", "report pipe", "spec", "start init",
+		"audit row", "ready", "exec", "program", "collect", "cleanup",
 		"audit finish", "audit close"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
+	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -63,7 +63,7 @@ type pendingAudit struct {
 
 // beginAudit opens the log at path and records the run as unfinished, in
 // the background; wait returns the outcome.
-func beginAudit(path, id string, pol *policies.Policy, code []byte, labels map[string]string) *pendingAudit {
+func beginAudit(path, id string, pol plan.Policy, code []byte, labels map[string]string) *pendingAudit {
 	a := &pendingAudit{done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
@@ -97,13 +97,13 @@ func (a *pendingAudit) close() {
 
 // auditBegin records the run as unfinished before anything starts, so a
 // supervisor killed mid-run leaves a row saying so.
-func auditBegin(db *audit.DB, id string, pol *policies.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
+func auditBegin(db *audit.DB, id string, pol plan.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
 	sum := sha256.Sum256(code)
 	rec := &audit.Run{
 		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
 		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: version,
 	}
-	if pol.Audit.StoreCode {
+	if pol.StoreCode {
 		s := string(code)
 		rec.Code = &s
 	}
@@ -114,7 +114,7 @@ func auditBegin(db *audit.DB, id string, pol *policies.Policy, code []byte, labe
 }
 
 // auditFinish completes the row from the result and the run's stats.
-func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st *supervisor.Stats) error {
+func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.Stats) error {
 	rec.End = time.Now()
 	rec.DurationMS = r.DurationMS
 	rec.Status = string(r.Status)

@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/plan"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -59,14 +61,14 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("nsbox check: %v", err), result.ExitSandboxError)
 	}
-	file := supervisor.ProgramName
+	file := pyrunner.DefaultFilename
 	if c.NArg() == 1 && c.Args().First() != "-" {
 		file = c.Args().First()
 	}
-	r := supervisor.Run(context.Background(), supervisor.Options{
-		Policy: pol, Code: code, StateDir: supervisor.StateDir(),
-		Version: version, Log: os.Stderr, CheckOnly: true, Filename: file,
-	})
+	r, err := check(pol, code, file)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("nsbox check: %v", err), result.ExitSandboxError)
+	}
 	if r.Status == result.StatusSandboxError {
 		return cli.Exit(fmt.Sprintf("nsbox check: %s", r.Error.Error()), result.ExitSandboxError)
 	}
@@ -95,6 +97,20 @@ func checkAction(c *cli.Context) error {
 		return cli.Exit("", checkViolations)
 	}
 	return nil
+}
+
+// check runs the runner's static check of code under pol in a sandbox,
+// the same plan a run would get but in check mode.
+func check(pol *policies.Policy, code []byte, file string) (*result.Result, error) {
+	pl, err := plan.Make(pol, plan.Flags{CheckOnly: true, Filename: file}, plan.ReadHost(pol.Sandbox.Require))
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
+		return nil, result.StepError("rootfs", err)
+	}
+	out := supervisor.Run(context.Background(), supervisor.Options{Plan: pl, StateDir: supervisor.StateDir()}, code)
+	return out.Result, nil
 }
 
 // printCheck writes the human form: one line per violation, like a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
+	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -52,7 +52,7 @@ func runCommand() *cli.Command {
 			}
 			r := result.New(supervisor.NewID(), "")
 			r.Status = result.StatusSandboxError
-			r.Error = result.NewSandboxError("input", err)
+			r.Error = result.StepError("input", err)
 			if werr := r.WriteJSON(os.Stdout); werr != nil {
 				return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
 			}
@@ -66,9 +66,11 @@ func runAction(c *cli.Context) error {
 	start := time.Now()
 	r, err := prepareAndRun(c, jsonOut)
 	if err != nil {
-		// Bad input: no sandbox was started. Still one result in --json,
+		// Refused: no sandbox was started. Still one result in --json,
 		// and still a row in the audit log when the log itself is fine.
-		r = result.New(supervisor.NewID(), c.String("policy"))
+		if r == nil {
+			r = result.New(supervisor.NewID(), c.String("policy"))
+		}
 		r.Status = result.StatusSandboxError
 		r.Error = asSandboxError(err)
 		r.DurationMS = time.Since(start).Milliseconds()
@@ -107,59 +109,50 @@ func printPhases(r *result.Result) {
 	fmt.Fprintln(os.Stderr)
 }
 
-// inputError is a problem with what the caller gave us, reported under a
-// step name in the result.
-type inputError struct {
-	step string
-	err  error
-}
-
-func (e *inputError) Error() string { return e.err.Error() }
-
+// asSandboxError returns err as the result's step error; an error that
+// names no step is bad input.
 func asSandboxError(err error) *result.SandboxError {
-	var ie *inputError
-	if errors.As(err, &ie) {
-		return result.NewSandboxError(ie.step, ie.err)
-	}
-	return result.NewSandboxError("input", err)
+	return result.StepError("input", err)
 }
 
 func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
+	tr := newTrace(c.Bool("trace-phases"))
 	pol, err := policies.Resolve(c.String("policy"))
 	if err != nil {
-		return nil, &inputError{"policy", err}
+		return nil, result.StepError("policy", err)
 	}
-	var ov policies.Overrides
-	ov.Timeout = c.Duration("timeout")
-	if c.IsSet("timeout") && ov.Timeout <= 0 {
-		return nil, &inputError{"input", fmt.Errorf("--timeout %s: must be positive", ov.Timeout)}
-	}
-	if c.IsSet("output-limit") {
-		n, err := parseSize(c.String("output-limit"))
-		if err != nil {
-			return nil, &inputError{"input", err}
-		}
-		ov.OutputLimit = n
-	}
-	if err := pol.Narrow(ov); err != nil {
-		return nil, &inputError{"policy", err}
+	flags, err := planFlags(c)
+	if err != nil {
+		return nil, err
 	}
 	code, err := readCode(c)
 	if err != nil {
-		return nil, &inputError{"input", err}
+		return nil, err
 	}
 	labels, err := parseLabels(c.StringSlice("label"))
 	if err != nil {
-		return nil, &inputError{"input", err}
+		return nil, err
 	}
-	tr := newTrace(c.Bool("trace-phases"))
-	tr.mark("policy and input")
+	tr.Mark("policy and input")
+	// The plan: the policy narrowed by the flags, checked against what
+	// this host can enforce (fail closed). Nothing is created yet.
+	pl, err := plan.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
+	if err != nil {
+		return refused(pol, pl), err
+	}
+	tr.Mark("plan")
+	// The base root is built on first use; "building the base root" goes
+	// to stderr, stdout stays the result's.
+	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
+		return refused(pol, pl), result.StepError("rootfs", err)
+	}
+	tr.Mark("root build")
+
 	// Every run is recorded: a run that cannot be is not started. The row
-	// is written while the supervisor builds the sandbox (opening the log
-	// and the first write cost 1-2 ms), and the program may start only once
-	// it is (Options.Gate).
+	// is written while the supervisor builds the sandbox, and the program
+	// starts only once it is.
 	id := supervisor.NewID()
-	aud := beginAudit(audit.Path(c.String("audit-db")), id, pol, code, labels)
+	aud := beginAudit(audit.Path(c.String("audit-db")), id, pl.Policy, code, labels)
 	defer aud.close()
 
 	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
@@ -175,39 +168,67 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		}
 	}()
 
-	o := supervisor.Options{
-		Policy:    pol,
-		Code:      code,
-		Workspace: c.String("workspace"),
-		StateDir:  supervisor.StateDir(),
-		Version:   version,
-		Log:       os.Stderr, // "building the base root" on first use; stdout stays the result's
-		ID:        id,
-		Stats:     &supervisor.Stats{},
-		Trace:     c.Bool("trace-phases"),
-		Gate:      aud.wait,
-		GateStep:  "audit",
-	}
+	o := supervisor.Options{ID: id, Plan: pl, Workspace: c.String("workspace"), StateDir: supervisor.StateDir(), Trace: tr}
 	if !jsonOut {
 		o.Stdout, o.Stderr = os.Stdout, os.Stderr
 	}
-	r := supervisor.Run(ctx, o)
-	tr.resume()
+	tr.Mark("audit begin")
+	sb := supervisor.New(o)
+	if sb.Prepare() == nil {
+		auditErr := aud.wait()
+		tr.Mark("audit row")
+		if auditErr != nil {
+			sb.Abort(result.StepError("audit", auditErr))
+		} else {
+			sb.Execute(ctx, code)
+		}
+	}
+	out := sb.Finish()
+	r := out.Result
 	if err := aud.wait(); err != nil {
-		// The program did not run (the gate held it back); when the run
-		// failed before the gate for another reason, say this too.
+		// The program did not run; when the run failed before the audit
+		// row was needed for another reason, say this too.
 		if r.Error == nil || r.Error.Step != "audit" {
 			fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s is not recorded)\n", err, id)
 		}
-	} else if err := auditFinish(aud.db, aud.rec, r, o.Stats); err != nil {
+	} else if err := auditFinish(aud.db, aud.rec, r, out.Stats); err != nil {
 		// The run happened and its result stands; its row stays unfinished.
 		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
 	}
-	tr.mark("audit finish")
+	tr.Mark("audit finish")
 	aud.close() // the last connection checkpoints the WAL: fsyncs
-	tr.mark("audit close")
-	tr.wrap(r)
+	tr.Mark("audit close")
+	r.Phases = tr.Phases()
 	return r, nil
+}
+
+// refused is the result skeleton of a run refused once its policy was
+// read: the policy's name and, when the plan was made, the limits the run
+// would have had (without cgroup ones: no cgroup was made).
+func refused(pol *policies.Policy, pl *plan.Plan) *result.Result {
+	r := result.New(supervisor.NewID(), pol.Name)
+	if pl != nil {
+		r.Limits = pl.LimitsWithoutCgroup()
+	}
+	return r
+}
+
+// planFlags reads the flags that narrow the policy: --timeout and
+// --output-limit, each positive and at most the policy's.
+func planFlags(c *cli.Context) (plan.Flags, error) {
+	var f plan.Flags
+	f.Timeout = c.Duration("timeout")
+	if c.IsSet("timeout") && f.Timeout <= 0 {
+		return f, result.StepError("input", fmt.Errorf("--timeout %s: must be positive", f.Timeout))
+	}
+	if c.IsSet("output-limit") {
+		n, err := parseSize(c.String("output-limit"))
+		if err != nil {
+			return f, result.StepError("input", err)
+		}
+		f.OutputLimit = n
+	}
+	return f, nil
 }
 
 // parseSize reads --output-limit: a size with a unit ("16KiB") or a plain

@@ -36,13 +36,11 @@ func setRlimits(limits []spec.Rlimit) error {
 	return nil
 }
 
-// landlockWritable are the only places the program may change; every
-// other path is read-only (and executable where the mounts allow it).
-// The device files are those programs open for writing (os.devnull).
-var (
-	landlockWritableDirs  = []string{"/workspace", "/tmp", "/dev/shm"}
-	landlockWritableFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
-)
+// landlockWritableFiles are the device files programs open for writing
+// (os.devnull); with spec.WritableDirs they are the only places the
+// program may change. Every other path is read-only (and executable where
+// the mounts allow it).
+var landlockWritableFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // applyLandlock restricts this thread, and so the program it execs, with
 // a Landlock ruleset covering filesystem access only (network and scope
@@ -55,7 +53,7 @@ var (
 // execs from it, so the whole program is covered; the Go runtime's other
 // threads vanish at execve. no_new_privs must already be set.
 func applyLandlock() (int, error) {
-	return restrictPaths(landlockWritableDirs, landlockWritableFiles)
+	return restrictPaths(spec.WritableDirs, landlockWritableFiles)
 }
 
 // restrictPaths enforces a filesystem ruleset on this thread: read and

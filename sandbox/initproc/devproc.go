@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // devNodes are the only device nodes the sandbox gets. They are bind
@@ -63,7 +65,7 @@ func setupDev(shmSize int64) error {
 			return fmt.Errorf("symlink %s -> %s: %w", l[0], l[1], err)
 		}
 	}
-	if err := mountTmpfs("/dev/shm", shmSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+	if err := mountTmpfs(spec.Shm, shmSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 		return err
 	}
 	return mount("", in("/dev"), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "")

@@ -20,29 +20,29 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/internal/loopback"
+	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 	"github.com/nsbox/nsbox/sandbox/spec"
+	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
 // Main runs the init and only returns on failure, after reporting the
 // failed step to the supervisor over the sync socket.
 func Main(syncFD int) {
 	// The end of the Go runtime's start-up, for --trace-phases.
-	started := monotonic()
+	started := trace.Now()
 	err := run(syncFD, started)
 	// run only returns on failure: report the step and errno.
-	ie, ok := err.(*spec.InitError)
-	if !ok {
-		ie = spec.StepError("init", err)
-	}
+	ie := result.StepError("init", err)
 	if _, werr := unix.Write(syncFD, spec.EncodeError(ie)); werr != nil {
 		fmt.Fprintf(os.Stderr, "nsbox init: %v (and reporting it failed: %v)\n", ie, werr)
 	}
 	os.Exit(1)
 }
 
-// run is one linear list of steps; each returns a *spec.InitError naming it.
-// started is when Main was entered; tr.mark after a step records its end.
+// run is one linear list of steps; each returns a *result.SandboxError
+// naming it. started is when Main was entered; tr.Mark after a step
+// records its end.
 func run(syncFD int, started int64) error {
 	// Capabilities, PDEATHSIG, no_new_privs and seccomp are per-thread:
 	// every step and the final execve run on this one OS thread.
@@ -51,169 +51,170 @@ func run(syncFD int, started int64) error {
 	// Refuse to run anywhere but in the fresh namespaces the supervisor
 	// made: run by hand on the host, the mounts below would hit the host.
 	if err := checkNamespaces(); err != nil {
-		return spec.StepError("check namespaces", err)
+		return result.StepError("check namespaces", err)
 	}
-	checked := monotonic()
+	checked := trace.Now()
 
 	// Read the spec. The uid/gid maps were written before the init ran.
 	s, err := readSpec(syncFD)
 	if err != nil {
-		return spec.StepError("read spec", err)
+		return result.StepError("read spec", err)
 	}
-	tr := newStepTimer(s.Trace, spec.Step{Name: "runtime start", End: started},
-		spec.Step{Name: "check namespaces", End: checked}, spec.Step{Name: "read spec", End: monotonic()})
+	tr := trace.New(s.Trace, started)
+	tr.Add("", []trace.Mark{{Name: "runtime start", End: started},
+		{Name: "check namespaces", End: checked}, {Name: "read spec", End: trace.Now()}})
 	// Into the run's cgroup before any setup step. On v2 the init was
 	// cloned into it; on v1 this thread, the one that will execve,
 	// attaches itself, so the program starts inside every hierarchy and
 	// nothing forks before. The init's other Go threads stay outside and
 	// die at execve. A failure ends the init: it never execs unattached.
 	if err := attachCgroup(s.CgroupTasks); err != nil {
-		return spec.StepError("cgroup attach", err)
+		return result.StepError("cgroup attach", err)
 	}
-	tr.mark("cgroup attach")
+	tr.Mark("cgroup attach")
 	// Wait for "go": the supervisor sends it right after the spec, and an
 	// EOF instead means it gave up (or died).
 	if err := waitGo(syncFD); err != nil {
-		return spec.StepError("wait for go", err)
+		return result.StepError("wait for go", err)
 	}
-	tr.mark("wait for go")
+	tr.Mark("wait for go")
 
 	// No mount or unmount done here may propagate to the host, and no host
 	// mount event may reach in.
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return spec.StepError("make / private", err)
+		return result.StepError("make / private", err)
 	}
-	tr.mark("make / private")
+	tr.Mark("make / private")
 	// The new root is the prebuilt root filesystem, attached read-only
 	// (nosuid, nodev) from the detached mount the supervisor prepared: the
 	// interpreter, its libraries and vetted packages, and nothing else of
 	// the host. It already holds /etc and the empty mount points below.
 	if err := attachRoot(s.RootFD); err != nil {
-		return spec.StepError("attach root", err)
+		return result.StepError("attach root", err)
 	}
-	tr.mark("attach root")
+	tr.Mark("attach root")
 	// The read-write /workspace: nosuid, nodev, noexec.
 	for _, b := range s.Binds {
 		if err := attachBind(b.FD, b.Dest, b.Dir, b.Writable); err != nil {
-			return spec.StepError("bind "+b.Dest, err)
+			return result.StepError("bind "+b.Dest, err)
 		}
 	}
-	tr.mark("binds")
+	tr.Mark("binds")
 	// /tmp is the only other writable place, bounded in bytes and inodes,
 	// and like /workspace not executable.
-	if err := mountTmpfs("/tmp", s.TmpSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
-		return spec.StepError("mount /tmp", err)
+	if err := mountTmpfs(spec.Tmp, s.TmpSize, 0o1777, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		return result.StepError("mount "+spec.Tmp, err)
 	}
-	tr.mark("mount /tmp")
+	tr.Mark("mount /tmp")
 	if err := setupDev(s.ShmSize); err != nil {
-		return spec.StepError("mount /dev", err)
+		return result.StepError("mount /dev", err)
 	}
-	tr.mark("mount /dev")
+	tr.Mark("mount /dev")
 	if err := setupProc(); err != nil {
-		return spec.StepError("mount /proc", err)
+		return result.StepError("mount /proc", err)
 	}
-	tr.mark("mount /proc")
+	tr.Mark("mount /proc")
 	// Switch to the new root and detach the old one: from here no host
 	// path is reachable by name.
 	if err := pivotRoot(); err != nil {
-		return spec.StepError("pivot_root", err)
+		return result.StepError("pivot_root", err)
 	}
-	tr.mark("pivot_root")
+	tr.Mark("pivot_root")
 	// Everything but /workspace, /tmp and /dev/shm is read-only: prove it
 	// of the root rather than trust the supervisor's mount flags.
 	if err := checkRootReadOnly(); err != nil {
-		return spec.StepError("check / read-only", err)
+		return result.StepError("check / read-only", err)
 	}
-	tr.mark("check / read-only")
+	tr.Mark("check / read-only")
 	// Own hostname (UTS namespace) and a working loopback (network
 	// namespace without any other interface: no network).
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
-		return spec.StepError("sethostname", err)
+		return result.StepError("sethostname", err)
 	}
-	tr.mark("sethostname")
+	tr.Mark("sethostname")
 	if err := loopback.Up(); err != nil {
-		return spec.StepError("loopback up", err)
+		return result.StepError("loopback up", err)
 	}
-	tr.mark("loopback up")
+	tr.Mark("loopback up")
 
 	// New session: the program has no controlling terminal, so it cannot
 	// push input into the caller's terminal with TIOCSTI.
 	if _, err := unix.Setsid(); err != nil {
-		return spec.StepError("setsid", err)
+		return result.StepError("setsid", err)
 	}
-	tr.mark("setsid")
+	tr.Mark("setsid")
 	// Capabilities: empty the bounding and ambient sets while CAP_SETPCAP
 	// is still held, then drop to the sandbox uid/gid, then clear and
 	// verify the remaining sets.
 	if err := dropBoundingSet(); err != nil {
-		return spec.StepError("drop bounding set", err)
+		return result.StepError("drop bounding set", err)
 	}
-	tr.mark("drop bounding set")
+	tr.Mark("drop bounding set")
 	if err := dropIDs(spec.SandboxID, spec.SandboxID); err != nil {
-		return spec.StepError("drop uid/gid", err)
+		return result.StepError("drop uid/gid", err)
 	}
-	tr.mark("drop uid/gid")
+	tr.Mark("drop uid/gid")
 	if err := clearCaps(); err != nil {
-		return spec.StepError("clear capabilities", err)
+		return result.StepError("clear capabilities", err)
 	}
-	tr.mark("clear capabilities")
+	tr.Mark("clear capabilities")
 	// The uid change reset PDEATHSIG: re-arm it so the sandbox still dies
 	// with the supervisor.
 	if err := setPdeathsig(); err != nil {
-		return spec.StepError("re-arm pdeathsig", err)
+		return result.StepError("re-arm pdeathsig", err)
 	}
-	tr.mark("re-arm pdeathsig")
+	tr.Mark("re-arm pdeathsig")
 	// Enter the working directory and prove it lies in the new root
 	// (CVE-2024-21626).
 	if err := verifyCwd(s.Cwd); err != nil {
-		return spec.StepError("verify cwd", err)
+		return result.StepError("verify cwd", err)
 	}
-	tr.mark("verify cwd")
+	tr.Mark("verify cwd")
 	// Nothing but stdio (and the runner's report pipe) survives execve
 	// (CVE-2024-21626).
 	if err := closeExtraFDs(s.ReportFD); err != nil {
-		return spec.StepError("close fds", err)
+		return result.StepError("close fds", err)
 	}
-	tr.mark("close fds")
+	tr.Mark("close fds")
 	// Resource limits the cgroup cannot express: no core dumps, fewer
 	// open files, bounded file size and stack, and CPU seconds per process
 	// as a second line behind the wall clock. Only ever lowered.
 	if err := setRlimits(s.Rlimits); err != nil {
-		return spec.StepError("rlimits", err)
+		return result.StepError("rlimits", err)
 	}
-	tr.mark("rlimits")
+	tr.Mark("rlimits")
 	// No execve from here on can gain privileges; Landlock and seccomp
 	// both require this of an unprivileged caller.
 	if err := setNoNewPrivs(); err != nil {
-		return spec.StepError("no_new_privs", err)
+		return result.StepError("no_new_privs", err)
 	}
-	tr.mark("no_new_privs")
+	tr.Mark("no_new_privs")
 	// A second fence behind the read-only mounts: even a mount the program
 	// could somehow make writable stays read-only to it.
 	if s.Landlock {
 		if _, err := applyLandlock(); err != nil {
-			return spec.StepError("landlock", err)
+			return result.StepError("landlock", err)
 		}
-		tr.mark("landlock")
+		tr.Mark("landlock")
 	}
 	// Tell the supervisor setup is complete: an EOF before this means the
 	// init died, an EOF after it that execve succeeded.
-	if _, err := unix.Write(syncFD, spec.EncodeReady(tr.steps)); err != nil {
-		return spec.StepError("report ready", err)
+	if _, err := unix.Write(syncFD, spec.EncodeReady(tr.Marks())); err != nil {
+		return result.StepError("report ready", err)
 	}
 	// Seccomp last, right before execve, so that no setup step above has
 	// to be allowed by the filter. The filter was compiled by the
 	// supervisor; loading it is one system call. Only execve follows.
 	if len(s.Seccomp) > 0 {
 		if err := load.Install(s.Seccomp); err != nil {
-			return spec.StepError("seccomp", err)
+			return result.StepError("seccomp", err)
 		}
 	}
 
 	// The sync socket is close-on-exec: its EOF tells the supervisor the
 	// program started. On failure execve returns and we report it.
 	err = unix.Exec(s.Argv[0], s.Argv, s.Env)
-	return spec.StepError("execve "+s.Argv[0], err)
+	return result.StepError("execve "+s.Argv[0], err)
 }
 
 // checkNamespaces verifies the init is PID 1 of a new PID namespace and

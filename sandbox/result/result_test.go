@@ -313,17 +313,25 @@ func TestErrnoName(t *testing.T) {
 	}
 }
 
-func TestNewSandboxError(t *testing.T) {
+func TestStepError(t *testing.T) {
 	err := fmt.Errorf("pivot_root /tmp/root: %w", &os.SyscallError{Syscall: "pivot_root", Err: syscall.EPERM})
-	e := NewSandboxError("pivot_root", err)
+	e := StepError("pivot_root", err)
 	if e.Step != "pivot_root" || e.Errno != "EPERM" || e.Message != err.Error() {
-		t.Errorf("NewSandboxError = %+v", e)
+		t.Errorf("StepError = %+v", e)
 	}
-	e = NewSandboxError("policy", errors.New("unknown key \"foo\""))
+	if !errors.Is(e, syscall.EPERM) {
+		t.Errorf("StepError(%v) does not unwrap to EPERM", err)
+	}
+	e = StepError("policy", errors.New("unknown key \"foo\""))
 	if e.Errno != "" {
 		t.Errorf("non-syscall error got errno %q", e.Errno)
 	}
 	if got := e.Error(); got != `policy: unknown key "foo"` {
 		t.Errorf("Error() = %q", got)
+	}
+	// The innermost step names the failure: wrapping again keeps it.
+	inner := StepError("mount /tmp", syscall.ENOSPC)
+	if got := StepError("setup", fmt.Errorf("init: %w", inner)); got != inner {
+		t.Errorf("StepError over a step error = %+v, want the inner %+v", got, inner)
 	}
 }

@@ -53,6 +53,9 @@ func (s jsonSchema) types() []string {
 // without omitempty.
 func jsonFields(t reflect.Type) (all, required []string) {
 	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue // never encoded
+		}
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		all = append(all, name)
 		if !slices.Contains(strings.Split(opts, ","), "omitempty") {

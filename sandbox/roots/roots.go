@@ -1,30 +1,24 @@
-// Package roots finds the root filesystem a policy names and checks it
-// before a run. A policy gives either a built-in root name, resolved in
-// the roots directory (Dir), or the absolute path of a root built by
+// Package roots finds the root filesystem a plan names and checks it
+// before a run. A plan gives either a built-in root name, resolved in the
+// roots directory (Dir), or the absolute path of a root built by
 // `nsbox rootfs build`.
 //
-// The built-in "base" root (the standard library of the host's
-// /usr/bin/python3.11, no packages) is built on first use and cached, so a
-// fresh machine needs no preparation step. "datasci" needs packages from
-// PyPI and is built on purpose (`make datasci`); a run that names it before
-// it exists is refused with the command that builds it.
+// Opening a root never builds one: building is the builder's work
+// (rootfs-builder), done before a run. The command line builds the
+// built-in "base" root (the standard library of the host's
+// /usr/bin/python3.11, no packages) on first use and says so; "datasci"
+// needs packages from PyPI and is built on purpose (`make datasci`).
 package roots
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/nsbox/nsbox/policies"
-	"github.com/nsbox/nsbox/rootfs-builder/build"
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 )
@@ -33,9 +27,6 @@ import (
 // separate from the state directory so that runs with their own state
 // directories (tests, several users of one host) share one base root.
 const DefaultDir = "/var/lib/nsbox/roots"
-
-// BasePython is the host interpreter the base root is built from.
-const BasePython = "/usr/bin/python3.11"
 
 // Dir returns the roots directory.
 func Dir() string {
@@ -51,29 +42,38 @@ type Root struct {
 	Header *rootfs.Header // its header: interpreter path inside, critical files
 }
 
-// Options tune Open.
-type Options struct {
-	Verify  string // policies.VerifyQuick or policies.VerifyFull
-	Version string // nsbox version, recorded when base is built
-	Log     io.Writer
+// Names are the built-in roots a policy may name instead of a path.
+var Names = []string{"base", "datasci"}
+
+// IsBuiltin reports whether name is a built-in root's name.
+func IsBuiltin(name string) bool { return slices.Contains(Names, name) }
+
+// Path returns where the root nameOrPath lives: in Dir for a built-in
+// name, else the path itself.
+func Path(nameOrPath string) string {
+	if IsBuiltin(nameOrPath) {
+		return filepath.Join(Dir(), nameOrPath)
+	}
+	return nameOrPath
 }
 
-// Open resolves the policy's root, builds base if it is missing, and
-// checks the root against its manifest: quickly (manifest hash, critical
-// files) or, with VerifyFull, by re-hashing every file.
-func Open(ctx context.Context, nameOrPath string, o Options) (*Root, error) {
-	dir := nameOrPath
-	if slices.Contains(policies.BuiltinRoots, nameOrPath) {
-		dir = filepath.Join(Dir(), nameOrPath)
-		if err := ensureBuiltin(ctx, nameOrPath, dir, o); err != nil {
-			return nil, err
-		}
+// Open checks the root nameOrPath before a run: that it exists and holds
+// this nsbox's compiled runner, and against its manifest, quickly (the
+// manifest's hash and the critical files) or, with full, by re-hashing
+// every file. It builds nothing.
+func Open(nameOrPath string, full bool) (*Root, error) {
+	dir := Path(nameOrPath)
+	if !exists(dir) && IsBuiltin(nameOrPath) {
+		return nil, &NotBuiltError{Name: nameOrPath, Dir: dir}
 	}
 	hdr, err := rootfs.Check(dir) // its errors name the root and the file
 	if err != nil {
 		return nil, err
 	}
-	if o.Verify == policies.VerifyFull {
+	if !HasRunner(dir) {
+		return nil, &NotBuiltError{Name: nameOrPath, Dir: dir, OldRunner: true}
+	}
+	if full {
 		rep, err := rootfs.Verify(dir)
 		if err != nil {
 			return nil, fmt.Errorf("verify root %s: %w", dir, err)
@@ -83,6 +83,34 @@ func Open(ctx context.Context, nameOrPath string, o Options) (*Root, error) {
 		}
 	}
 	return &Root{Dir: dir, Header: hdr}, nil
+}
+
+// BasePython is the host interpreter the base root is built from.
+const BasePython = "/usr/bin/python3.11"
+
+// NotBuiltError is a root that must be built (again) before it can run:
+// a built-in root never built, or a root without this nsbox's runner.
+type NotBuiltError struct {
+	Name      string // as the policy gave it
+	Dir       string
+	OldRunner bool // the root exists but its runner is another nsbox's
+}
+
+func (e *NotBuiltError) Error() string {
+	lock := "--lock LOCK "
+	if IsBuiltin(e.Name) && e.Name != "base" {
+		lock = "--lock policies/" + e.Name + ".lock "
+	}
+	build := fmt.Sprintf("`nsbox rootfs build --python %s %s--out %s`", BasePython, lock, e.Dir)
+	if e.Name == "base" {
+		build = fmt.Sprintf("any `nsbox run` with a policy on the base root, or `nsbox rootfs build --python %s --out %s`", BasePython, e.Dir)
+	} else if IsBuiltin(e.Name) {
+		build = fmt.Sprintf("`make %s` (or %s)", e.Name, build)
+	}
+	if e.OldRunner {
+		return fmt.Sprintf("root %s has no Python runner for this nsbox (it was built by another version): rebuild it with %s", e.Dir, build)
+	}
+	return fmt.Sprintf("built-in root %q is not built yet at %s: build it with %s", e.Name, e.Dir, build)
 }
 
 // summary names the first few differences of a failed verification.
@@ -105,58 +133,14 @@ func summary(r rootfs.Report) string {
 	return strings.Join(parts, "; ")
 }
 
-// ensureBuiltin makes sure the built-in root name exists at dir, building
-// base under a lock when it does not (concurrent first runs build once).
-func ensureBuiltin(ctx context.Context, name, dir string, o Options) error {
-	if exists(dir) && (name != "base" || hasRunner(dir)) {
-		return nil
-	}
-	if name != "base" {
-		return fmt.Errorf("built-in root %q is not built yet at %s: build it with `make %s` (or `nsbox rootfs build --python %s --lock policies/%s.lock --out %s`)",
-			name, dir, name, BasePython, name, dir)
-	}
-	if err := os.MkdirAll(Dir(), 0o755); err != nil {
-		return fmt.Errorf("create roots dir %s: %w", Dir(), err)
-	}
-	lockPath := filepath.Join(Dir(), ".build-"+name+".lock")
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", lockPath, err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", lockPath, err)
-	}
-	// Someone else may have built it while this run waited for the lock.
-	if exists(dir) && hasRunner(dir) {
-		return nil
-	}
-	log := o.Log
-	if log == nil {
-		log = io.Discard
-	}
-	why := "first use"
-	if exists(dir) {
-		why = "its Python runner is from another nsbox version"
-	}
-	fmt.Fprintf(log, "nsbox: building the base root (%s) from %s into %s\n", why, BasePython, dir)
-	_, err = build.Build(ctx, build.Options{Python: BasePython, Out: dir, Version: o.Version, Progress: build.NewQuietReporter()})
-	if err != nil {
-		return fmt.Errorf("build base root into %s: %w", dir, err)
-	}
-	fmt.Fprintf(log, "nsbox: base root ready\n")
-	return nil
-}
-
 func exists(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, rootfs.MetaDir))
 	return err == nil || !errors.Is(err, fs.ErrNotExist)
 }
 
-// hasRunner reports whether the root holds this nsbox's compiled runner.
-// base is rebuilt (about a second) when it does not: a root built by an
-// older nsbox still runs, but compiles the runner from source every time.
-func hasRunner(dir string) bool {
+// HasRunner reports whether the root at dir holds this nsbox's compiled
+// Python runner (pyrunner.CompiledPath); a root without it cannot run.
+func HasRunner(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, pyrunner.CompiledPath()))
 	return err == nil
 }

@@ -26,24 +26,15 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
-// Version is bumped whenever Spec changes incompatibly.
+// Version is bumped whenever Spec or the messages change incompatibly.
 // 4: CgroupTasks (the init attaches itself on cgroup v1).
 // 5: Trace (the init times its steps and sends them with Ready).
-const Version = 5
-
-// Inside-the-sandbox identities. The init runs as RootID until it drops to
-// SandboxID right before exec; both map to unprivileged host ids (see
-// HostIDBase), never to host root.
-const (
-	RootID    = 0
-	SandboxID = 1000
-	// HostIDBase is the host uid/gid that inside id 0 maps to; inside id N
-	// maps to HostIDBase+N. It lies above systemd's container range
-	// (524288–1879048191) and is used by no regular account.
-	HostIDBase = 2_000_000_000
-)
+// 6: a failed step is sent as result.SandboxError (errno by name).
+const Version = 6
 
 // Bind is one bind mount into the new root. The supervisor prepares it as
 // a detached mount (open_tree + mount_setattr, flags final) and passes the
@@ -96,7 +87,7 @@ type Spec struct {
 	// Rlimits are lowered (never raised) right before execve.
 	Rlimits []Rlimit `json:"rlimits"`
 	// Landlock asks for a Landlock ruleset: read-only everywhere except
-	// /workspace, /tmp and /dev/shm.
+	// WritableDirs.
 	Landlock bool `json:"landlock"`
 	// Seccomp is the compiled filter, a raw array of struct sock_filter
 	// (8 bytes per instruction, native byte order), loaded last before
@@ -115,10 +106,6 @@ type Rlimit struct {
 	Cur      uint64 `json:"cur"`
 	Max      uint64 `json:"max"`
 }
-
-// MaxFilterLen is the kernel's BPF_MAXINSNS: the most instructions one
-// seccomp filter may have.
-const MaxFilterLen = 4096
 
 // Encode returns the JSON form of s.
 func Encode(s *Spec) ([]byte, error) {
@@ -202,8 +189,8 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("spec: rlimit %d: soft %d above hard %d", r.Resource, r.Cur, r.Max)
 		}
 	}
-	if n := len(s.Seccomp); n%8 != 0 || n/8 > MaxFilterLen {
-		return fmt.Errorf("spec: seccomp filter of %d bytes is not 0..%d whole instructions", n, MaxFilterLen)
+	if n := len(s.Seccomp); n%8 != 0 || n/8 > load.MaxInsns {
+		return fmt.Errorf("spec: seccomp filter of %d bytes is not 0..%d whole instructions", n, load.MaxInsns)
 	}
 	return nil
 }

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
+	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
 func validSpec() *Spec {
@@ -61,7 +65,7 @@ func TestValidateRejects(t *testing.T) {
 		"rlimit range":    func(s *Spec) { s.Rlimits[0].Resource = 16 },
 		"rlimit soft":     func(s *Spec) { s.Rlimits[0].Cur = 1 },
 		"seccomp torn":    func(s *Spec) { s.Seccomp = s.Seccomp[:7] },
-		"seccomp long":    func(s *Spec) { s.Seccomp = make([]byte, 8*(MaxFilterLen+1)) },
+		"seccomp long":    func(s *Spec) { s.Seccomp = make([]byte, 8*(load.MaxInsns+1)) },
 		"stdio tasks fd":  func(s *Spec) { s.CgroupTasks[0].FD = 0 },
 		"tasks relative":  func(s *Spec) { s.CgroupTasks[0].Path = "memory/nsbox/abc/tasks" },
 		"tasks dotdot":    func(s *Spec) { s.CgroupTasks[0].Path = "/sys/fs/cgroup/memory/../tasks" },
@@ -79,6 +83,28 @@ func TestValidateRejects(t *testing.T) {
 	}
 }
 
+// TestLayout pins the descriptor layout the init and the supervisor share:
+// consecutive from 3, in the documented order, none twice.
+func TestLayout(t *testing.T) {
+	for _, tasks := range []int{0, 1, 5} {
+		l := Layout(tasks)
+		got := append([]int{l.Sync, l.Root, l.Workspace, l.Report}, l.Tasks...)
+		if len(got) != l.Count() {
+			t.Fatalf("Layout(%d): %d descriptors, Count says %d", tasks, len(got), l.Count())
+		}
+		for i, fd := range got {
+			if fd != 3+i {
+				t.Errorf("Layout(%d): descriptor %d is %d, want %d (consecutive from 3)", tasks, i, fd, 3+i)
+			}
+		}
+	}
+	// validSpec names the numbers the layout assigns.
+	l, s := Layout(2), validSpec()
+	if s.RootFD != l.Root || s.Binds[0].FD != l.Workspace || s.ReportFD != l.Report || s.CgroupTasks[0].FD != l.Tasks[0] {
+		t.Errorf("validSpec's descriptors differ from Layout(2) = %+v", l)
+	}
+}
+
 func TestDecodeStrict(t *testing.T) {
 	b, _ := Encode(validSpec())
 	withExtra := strings.Replace(string(b), `{"version"`, `{"surprise":1,"version"`, 1)
@@ -90,14 +116,14 @@ func TestDecodeStrict(t *testing.T) {
 	}
 }
 
-func TestInitErrorRoundTrip(t *testing.T) {
-	ie := StepError("pivot_root", errors.Join(errors.New("pivot"), syscall.EPERM))
+func TestStepErrorRoundTrip(t *testing.T) {
+	ie := result.StepError("pivot_root", errors.Join(errors.New("pivot"), syscall.EPERM))
 	got, err := DecodeError(EncodeError(ie))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Step != "pivot_root" || got.ErrnoName() != "EPERM" {
-		t.Errorf("got %+v (%s)", got, got.ErrnoName())
+	if got.Step != "pivot_root" || got.Errno != "EPERM" || got.Message != ie.Message {
+		t.Errorf("got %+v, want %+v", got, ie)
 	}
 	if _, err := DecodeError([]byte(`{"message":"no step"}`)); err == nil {
 		t.Error("error without step accepted")
@@ -108,7 +134,7 @@ func TestReadyRoundTrip(t *testing.T) {
 	if got := EncodeReady(nil); string(got) != string(Ready) {
 		t.Errorf("EncodeReady(nil) = %q, want %q", got, Ready)
 	}
-	want := []Step{{"read spec", 12}, {"pivot_root", 34}}
+	want := []trace.Mark{{Name: "read spec", End: 12}, {Name: "pivot_root", End: 34}}
 	steps, ok, err := DecodeReady(EncodeReady(want))
 	if err != nil || !ok || len(steps) != 2 || steps[0] != want[0] || steps[1] != want[1] {
 		t.Errorf("DecodeReady = %v, %v, %v; want %v", steps, ok, err, want)
@@ -116,8 +142,8 @@ func TestReadyRoundTrip(t *testing.T) {
 	if steps, ok, err := DecodeReady(Ready); err != nil || !ok || steps != nil {
 		t.Errorf("DecodeReady(Ready) = %v, %v, %v", steps, ok, err)
 	}
-	if _, ok, _ := DecodeReady(EncodeError(&InitError{Step: "x", Message: "y"})); ok {
-		t.Error("an InitError decoded as Ready")
+	if _, ok, _ := DecodeReady(EncodeError(&result.SandboxError{Step: "x", Message: "y"})); ok {
+		t.Error("a step error decoded as Ready")
 	}
 	if _, ok, err := DecodeReady([]byte("R{")); !ok || err == nil {
 		t.Errorf("corrupt steps: ok %v, err %v; want ok and an error", ok, err)

@@ -4,11 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,14 +16,16 @@ import (
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/initproc"
+	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
+	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
 // TestMain lets this test binary be the sandbox init: start re-executes
 // it as "nsbox init --sync-fd 3", as it re-executes nsbox.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 4 && os.Args[1] == InitCommand && os.Args[3] == "3" {
-		initproc.Main(syncFD) // returns only via os.Exit
+	if fd, ok := initproc.Args(os.Args); ok {
+		initproc.Main(fd) // returns only via os.Exit
 	}
 	os.Exit(m.Run())
 }
@@ -92,17 +94,20 @@ func removedCgroupTasks(t *testing.T) []*os.File {
 		cg.Destroy()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closeAll(files) })
+	t.Cleanup(func() { closeAll(files...) })
 	if err := cg.Destroy(); err != nil {
 		t.Fatal(err)
 	}
 	return files
 }
 
+// firstTasksFD is the descriptor of the first v1 tasks file in the init.
+var firstTasksFD = spec.Layout(1).Tasks[0]
+
 // attachCase is an init given tasks files it cannot attach through.
 type attachCase struct {
 	name  string
-	extra []*os.File // the init's descriptors from 6 on
+	extra []*os.File // the init's tasks descriptors, from firstTasksFD on
 	tasks []spec.TasksFile
 	want  string // in the message
 	errno string // "" for none
@@ -120,12 +125,12 @@ func TestInitRefusesFailedAttach(t *testing.T) {
 	const fake = "/sys/fs/cgroup/pids/nsbox/s0-test/tasks"
 	cases := []attachCase{
 		{"descriptor not open", nil, []spec.TasksFile{{FD: 100, Path: fake}}, "fstatfs " + fake + " (fd 100)", "EBADF"},
-		{"not a cgroup file", []*os.File{devNull(t)}, []spec.TasksFile{{FD: 6, Path: fake}}, fake + " (fd 6): not on a cgroup v1 filesystem", ""},
+		{"not a cgroup file", []*os.File{devNull(t)}, []spec.TasksFile{{FD: firstTasksFD, Path: fake}}, fmt.Sprintf("%s (fd %d): not on a cgroup v1 filesystem", fake, firstTasksFD), ""},
 	}
 	if gone := removedCgroupTasks(t); gone != nil {
 		c := attachCase{name: "cgroup removed", extra: gone, want: "write 0 to " + gone[0].Name(), errno: "ENODEV"}
 		for i, f := range gone {
-			c.tasks = append(c.tasks, spec.TasksFile{FD: 6 + i, Path: f.Name()})
+			c.tasks = append(c.tasks, spec.TasksFile{FD: firstTasksFD + i, Path: f.Name()})
 		}
 		// Like the cgroup files the Go runtime keeps open for GOMAXPROCS.
 		ro, err := os.Open("/sys/fs/cgroup/pids/tasks")
@@ -134,7 +139,7 @@ func TestInitRefusesFailedAttach(t *testing.T) {
 		}
 		t.Cleanup(func() { ro.Close() })
 		cases = append(cases, c, attachCase{"read-only cgroup file", []*os.File{ro},
-			[]spec.TasksFile{{FD: 6, Path: ro.Name()}}, ro.Name() + " (fd 6): not opened write-only", ""})
+			[]spec.TasksFile{{FD: firstTasksFD, Path: ro.Name()}}, fmt.Sprintf("%s (fd %d): not opened write-only", ro.Name(), firstTasksFD), ""})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { attachFails(t, exe, tc, false) })
@@ -146,24 +151,23 @@ func TestInitRefusesFailedAttach(t *testing.T) {
 // refuses to go on. With late, the supervisor sends the spec and Go and
 // reads the init's answer only once the init is gone.
 func attachFails(t *testing.T, exe string, tc attachCase, late bool) {
-	// PDEATHSIG follows the forking thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	// Descriptors 4 and 5 (root, workspace) are never used: the init
+	// The root, workspace and report descriptors are never used: the init
 	// stops before it mounts anything.
-	l, err := start(exe, append([]*os.File{devNull(t), devNull(t)}, tc.extra...), nil)
+	fds := spec.Layout(len(tc.extra))
+	in := inherited{root: devNull(t), workspace: devNull(t), report: devNull(t), tasks: tc.extra}
+	l, err := start(exe, in, fds, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.closeHostEnds()
 	sp := &spec.Spec{
-		Version: spec.Version, RunID: "test", RootFD: rootFD,
-		Binds:   []spec.Bind{{FD: rootFD + 1, Dest: "/workspace", Dir: true, Writable: true}},
-		TmpSize: 1 << 20, ShmSize: 1 << 20, Hostname: Hostname,
-		Argv: []string{"/bin/true"}, Cwd: "/workspace", CgroupTasks: tc.tasks,
+		Version: spec.Version, RunID: "test", RootFD: fds.Root,
+		Binds:   []spec.Bind{{FD: fds.Workspace, Dest: spec.Workspace, Dir: true, Writable: true}},
+		TmpSize: 1 << 20, ShmSize: 1 << 20, Hostname: spec.Hostname,
+		Argv: []string{"/bin/true"}, Cwd: spec.Workspace, CgroupTasks: tc.tasks,
 	}
 	ready := false
-	onReady := func([]spec.Step) { ready = true }
+	onReady := func([]trace.Mark) { ready = true }
 	var werr error
 	if late {
 		msg, encErr := spec.Encode(sp)
@@ -174,22 +178,22 @@ func attachFails(t *testing.T, exe string, tc attachCase, late bool) {
 			t.Fatal(sendErr)
 		}
 		l.send(spec.Go) // EPIPE if the init is gone already
-		werr = l.cmd.Wait()
+		werr = l.wait()
 		err = l.awaitExec(onReady)
 	} else {
 		err = l.release(sp, onReady)
-		werr = l.cmd.Wait()
+		werr = l.wait()
 	}
 
-	var ie *spec.InitError
-	if !errors.As(err, &ie) || ie.Step != "cgroup attach" || !strings.Contains(ie.Message, tc.want) || ie.ErrnoName() != tc.errno {
+	var ie *result.SandboxError
+	if !errors.As(err, &ie) || ie.Step != "cgroup attach" || !strings.Contains(ie.Message, tc.want) || ie.Errno != tc.errno {
 		t.Fatalf("init answered %v (%#v), want step cgroup attach, %q, errno %q", err, ie, tc.want, tc.errno)
 	}
 	var ee *exec.ExitError
 	if ready || !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).ExitStatus() != 1 {
 		t.Errorf("ready %v, init ended with %v: want no Ready and exit status 1", ready, werr)
 	}
-	if se := sandboxError(err); se.Step != "cgroup attach" || !strings.Contains(se.Message, tc.want) {
+	if se := result.StepError("setup", err); se.Step != "cgroup attach" || !strings.Contains(se.Message, tc.want) {
 		t.Errorf("result error %+v, want step cgroup attach naming the tasks file", se)
 	}
 }

@@ -5,59 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
-	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/roots"
 )
 
 // maxReport bounds what the supervisor keeps of the runner's report; a
 // program that floods the pipe (it is inherited) cannot grow the
 // supervisor past it.
 const maxReport = 1 << 20
-
-// runnerConfig turns the policy's [allowlist] into the runner's config.
-// An allowlist of "*" means no import checks at all.
-func runnerConfig(p *policies.Policy, checkOnly bool, reportFD int, filename string) pyrunner.Config {
-	if filename == "" {
-		filename = ProgramName
-	}
-	c := pyrunner.Config{
-		Mode:         "run",
-		DenyBuiltins: p.Allowlist.DenyBuiltins,
-		DenyEvents:   p.Allowlist.DenyEvents,
-		StrictAttrs:  p.Allowlist.StrictAttributes,
-		ReportFD:     reportFD,
-		Filename:     filename,
-		// The places the OS layer lets the program write (Landlock's list).
-		WritableDirs: []string{"/workspace", "/tmp", "/dev/shm"},
-	}
-	if checkOnly {
-		c.Mode = "check"
-	}
-	if !p.Allowlist.AllowsEverything() {
-		c.Allow = p.Allowlist.Imports
-	}
-	return c
-}
-
-// runnerArgv starts the root's interpreter on the runner: the copy the
-// root's builder compiled for it when the root has one (loaded as a .pyc),
-// else the source passed with -c (compiled on every run).
-func runnerArgv(root *roots.Root, c pyrunner.Config) ([]string, error) {
-	pyc := pyrunner.CompiledPath()
-	if _, err := os.Stat(filepath.Join(root.Dir, pyc)); err == nil {
-		return pyrunner.ArgvCompiled(root.Header.Python.Path, pyc, c)
-	}
-	return pyrunner.Argv(root.Header.Python.Path, c)
-}
-
-// ProgramName is the program's file name in tracebacks and violations.
-const ProgramName = "<program>"
 
 // reportReader drains the runner's report pipe while the program runs, so
 // the runner never blocks on it, keeping at most maxReport bytes.
@@ -117,7 +75,7 @@ func runnerFailed(r *result.Result, rep pyrunner.Report) error {
 	if rep.Static != "" || r.ExitCode == nil || *r.ExitCode != pyrunner.ExitRunnerError {
 		return nil
 	}
-	return &stepError{"runner", fmt.Errorf("the Python runner failed before checking the program: %s", strings.TrimSpace(r.Stderr))}
+	return fmt.Errorf("the Python runner failed before checking the program: %s", strings.TrimSpace(r.Stderr))
 }
 
 // recordViolations copies the runner's violations into r.

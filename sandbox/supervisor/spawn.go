@@ -5,21 +5,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/initproc"
+	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
+	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
 // InitCommand is the argument that selects the init, in nsbox-init and in
 // the nsbox binary (its hidden command, cmd/nsbox/init.go).
 const InitCommand = initproc.Command
-
-// syncFD is the descriptor number of the sync socket in the init.
-const syncFD = 3
 
 // cloneFlags are the namespaces every sandbox gets. CLONE_NEWUSER comes
 // with the others in one clone(2), so the init holds capabilities only
@@ -44,32 +44,53 @@ type launch struct {
 	stdin  *os.File // write end: the program's source
 	stdout *os.File // read ends
 	stderr *os.File
+	exited chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
+	err    error         // cmd.Wait's error, once exited is closed
+}
+
+// inherited are the files the init inherits besides stdio and the sync
+// socket, in no particular order: files puts them in spec.Layout's.
+type inherited struct {
+	root, workspace, report *os.File
+	tasks                   []*os.File
+}
+
+// files returns the init's ExtraFiles, the first becoming descriptor 3:
+// the sync socket, then the rest at the numbers fds gives them.
+func (in inherited) files(sync *os.File, fds spec.FDs) ([]*os.File, error) {
+	if len(in.tasks) != len(fds.Tasks) {
+		return nil, fmt.Errorf("bug: %d tasks files for a layout of %d", len(in.tasks), len(fds.Tasks))
+	}
+	out := make([]*os.File, fds.Count())
+	set := func(fd int, f *os.File) { out[fd-3] = f }
+	set(fds.Sync, sync)
+	set(fds.Root, in.root)
+	set(fds.Workspace, in.workspace)
+	set(fds.Report, in.report)
+	for i, f := range in.tasks {
+		set(fds.Tasks[i], f)
+	}
+	return out, nil
 }
 
 // openBinds prepares the root filesystem and /workspace as detached mounts
 // (open_tree with OPEN_TREE_CLONE): the root read-only, /workspace
-// writable but noexec, both nosuid and nodev. It returns the files in
-// descriptor order (the root is fd 4 in the init, the workspace 5) and
-// the spec's binds. The init only attaches them with move_mount: it never
-// resolves a host path itself, needs no search permission on the way (a
-// workspace under /root works), and cannot get a writable copy of the
-// read-only root. Needs Linux 5.12 (mount_setattr).
-func openBinds(rootDir, workspace string) (files []*os.File, binds []spec.Bind, err error) {
-	root, err := detachedBind(rootDir, false)
+// writable but noexec, both nosuid and nodev. The init only attaches them
+// with move_mount: it never resolves a host path itself, needs no search
+// permission on the way (a workspace under /root works), and cannot get a
+// writable copy of the read-only root. Needs Linux 5.12 (mount_setattr).
+func openBinds(rootDir, workspace string) (root, ws *os.File, err error) {
+	root, err = detachedBind(rootDir, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	ws, err := detachedBind(workspace, true)
+	ws, err = detachedBind(workspace, true)
 	if err != nil {
 		root.Close()
 		return nil, nil, err
 	}
-	return []*os.File{root, ws}, []spec.Bind{{FD: rootFD + 1, Dest: "/workspace", Dir: true, Writable: true}}, nil
+	return root, ws, nil
 }
-
-// rootFD is the descriptor number of the root filesystem's mount in the
-// init: the first after the sync socket.
-const rootFD = syncFD + 1
 
 // detachedBind clones the mount of src (not its submounts) into a detached
 // mount and sets its flags. Flags on a detached mount apply before anyone
@@ -95,28 +116,33 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 	return os.NewFile(uintptr(fd), src), nil
 }
 
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
-}
-
-// start re-executes exe as the init in new namespaces. Go's fork code
-// writes the uid/gid maps from the parent before the child execs. On
-// cgroup v2 the init is cloned straight into cg (CLONE_INTO_CGROUP, Linux
-// 5.7), so not one instruction of it runs outside its limits.
-func start(exe string, bindFiles []*os.File, cg *cgroup.Cgroup) (*launch, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+// start re-executes exe as the init in new namespaces, with in at the
+// descriptors fds names. Go's fork code writes the uid/gid maps from here
+// before the child execs. On cgroup v2 the init is cloned straight into
+// cg (CLONE_INTO_CGROUP, Linux 5.7), so not one instruction of it runs
+// outside its limits.
+//
+// The init is forked, waited for and reaped on one goroutine locked to
+// its own thread: PDEATHSIG fires when the thread that forked the init
+// exits, not the process, so that thread must outlive the init whichever
+// goroutine the run's other steps are on. The goroutine ends after the
+// wait without unlocking, which ends its thread too.
+func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup) (*launch, error) {
+	sockets, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
-	childSync := os.NewFile(uintptr(fds[1]), "sync")
+	childSync := os.NewFile(uintptr(sockets[1]), "sync")
 	defer childSync.Close()
+	extra, err := in.files(childSync, fds)
+	if err != nil {
+		unix.Close(sockets[0])
+		return nil, err
+	}
 
-	var l launch
-	l.sync = fds[0]
+	l := &launch{sync: sockets[0], exited: make(chan struct{})}
 	var childEnds []*os.File
-	defer func() { closeAll(childEnds) }()
+	defer func() { closeAll(childEnds...) }()
 	pipe := func(childReads bool) (*os.File, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -141,13 +167,13 @@ func start(exe string, bindFiles []*os.File, cg *cgroup.Cgroup) (*launch, error)
 
 	l.cmd = &exec.Cmd{
 		Path:       exe,
-		Args:       []string{"nsbox", InitCommand, "--sync-fd", fmt.Sprint(syncFD)},
+		Args:       []string{"nsbox", InitCommand, "--sync-fd", fmt.Sprint(fds.Sync)},
 		Env:        []string{}, // nothing of the host environment reaches the init
 		Dir:        "/",
 		Stdin:      childEnds[0],
 		Stdout:     childEnds[1],
 		Stderr:     childEnds[2],
-		ExtraFiles: append([]*os.File{childSync}, bindFiles...),
+		ExtraFiles: extra, // descriptor 3 on, in spec.Layout's order
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 cloneFlags,
 			UidMappings:                idMap(),
@@ -165,20 +191,39 @@ func start(exe string, bindFiles []*os.File, cg *cgroup.Cgroup) (*launch, error)
 			l.cmd.SysProcAttr.UseCgroupFD, l.cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
-	if err := l.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		if err := l.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		l.err = l.cmd.Wait()
+		close(l.exited)
+	}()
+	if err := <-started; err != nil {
 		l.closeHostEnds()
 		return nil, fmt.Errorf("start sandbox init %s: %w", exe, err)
 	}
-	return &l, nil
+	return l, nil
 }
 
-func (l *launch) closeHostEnds() {
-	unix.Close(l.sync)
-	for _, f := range []*os.File{l.stdin, l.stdout, l.stderr} {
-		if f != nil {
-			f.Close()
-		}
+// wait blocks until the init is reaped and returns cmd.Wait's error.
+func (l *launch) wait() error {
+	<-l.exited
+	return l.err
+}
+
+// closeHostEnds closes this side's ends of the init's sync socket and
+// pipes. It never fails: see cleanup.pushClose.
+func (l *launch) closeHostEnds() error {
+	if l.sync >= 0 {
+		unix.Close(l.sync)
+		l.sync = -1
 	}
+	closeAll(l.stdin, l.stdout, l.stderr)
+	return nil
 }
 
 // send writes one message on the sync socket.
@@ -194,10 +239,10 @@ func (l *launch) send(msg []byte) error {
 // its cgroup before it reads Go; if it stops there, it may be gone before
 // Go is written (EPIPE). What it reported is the better error then, and
 // awaitExec still reads it: the init's end is closed, so it cannot block.
-func (l *launch) release(sp *spec.Spec, onReady func([]spec.Step)) error {
+func (l *launch) release(sp *spec.Spec, onReady func([]trace.Mark)) error {
 	msg, err := spec.Encode(sp)
 	if err != nil {
-		return &stepError{"spec", err}
+		return result.StepError("spec", err)
 	}
 	err = l.send(msg)
 	if err == nil {
@@ -214,12 +259,12 @@ func (l *launch) release(sp *spec.Spec, onReady func([]spec.Step)) error {
 
 // errInitDied reports an init that exited or was killed before it
 // reported ready.
-var errInitDied = &spec.InitError{Step: "setup", Message: "sandbox init exited before it was ready"}
+var errInitDied = &result.SandboxError{Step: "setup", Message: "sandbox init exited before it was ready"}
 
 // awaitExec returns nil once the program was exec'd (Ready, then EOF on the
 // close-on-exec sync socket), or the init's error. onReady runs when Ready
 // arrives, with the init's step times (Spec.Trace).
-func (l *launch) awaitExec(onReady func([]spec.Step)) error {
+func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 	buf := make([]byte, spec.MaxMessage)
 	ready, reset := false, false
 	for {

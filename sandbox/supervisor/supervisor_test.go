@@ -3,13 +3,11 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nsbox/nsbox/internal/mustwork"
-	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
@@ -51,26 +49,6 @@ func TestCheckWorkspace(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), tc.path) {
 			t.Errorf("error %q does not name the path", err)
 		}
-	}
-}
-
-func TestProgramEnv(t *testing.T) {
-	p, err := policies.Builtin("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Env = map[string]string{"ZED": "1", "ALPHA": "x=y"}
-	p.Limits.CPUs = 1.5
-	env := programEnv(p)
-	if !slices.Equal(env[:len(baseEnv)], baseEnv) {
-		t.Errorf("base environment changed: %v", env)
-	}
-	threads := []string{"OMP_NUM_THREADS=2", "OPENBLAS_NUM_THREADS=2", "MKL_NUM_THREADS=2"}
-	if got := env[len(baseEnv) : len(baseEnv)+3]; !slices.Equal(got, threads) {
-		t.Errorf("thread pool env %v, want %v (1.5 CPUs rounded up)", got, threads)
-	}
-	if got := env[len(baseEnv)+3:]; !slices.Equal(got, []string{"ALPHA=x=y", "ZED=1"}) {
-		t.Errorf("policy env %v, want sorted ALPHA, ZED", got)
 	}
 }
 

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nsbox/nsbox/internal/mustwork"
+	"github.com/nsbox/nsbox/sandbox/roots"
+)
+
+// TestBaseBuiltOnceOnFirstUse: three concurrent first runs on base in an
+// empty roots directory build it once and all get the same checked root.
+func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
+	mustwork.NeedRoot(t)
+	mustwork.NeedPath(t, roots.BasePython)
+	t.Setenv("NSBOX_ROOTS_DIR", t.TempDir())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var logs strings.Builder
+	errs := make([]error, 3)
+	paths := make([]string, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var log strings.Builder
+			err := ensureBase(context.Background(), "base", &log)
+			var r *roots.Root
+			if err == nil {
+				r, err = roots.Open("base", false)
+			}
+			errs[i] = err
+			if err == nil {
+				paths[i] = r.Header.Python.Path
+			}
+			mu.Lock()
+			logs.WriteString(log.String())
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if paths[i] != "/venv/bin/python" {
+			t.Errorf("open %d: interpreter %q", i, paths[i])
+		}
+	}
+	if n := strings.Count(logs.String(), "building the base root"); n != 1 {
+		t.Errorf("base built %d times, want once:\n%s", n, logs.String())
+	}
+	if _, err := roots.Open("base", true); err != nil {
+		t.Errorf("full verification of a fresh base: %v", err)
+	}
+}

@@ -1,0 +1,188 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/cgroup"
+	"github.com/nsbox/nsbox/sandbox/hostcheck"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// Flags are the caller's choices for one run. Limits only narrow the
+// policy's (policies.Overrides); zero means "not given".
+type Flags struct {
+	Timeout     time.Duration // --timeout
+	OutputLimit int64         // --output-limit, bytes
+	CheckOnly   bool          // nsbox check: run only the runner's static check
+	Filename    string        // the program's name in tracebacks; "" for pyrunner.DefaultFilename
+}
+
+// Make is the one translation of a policy into a run: it narrows the
+// policy by the flags, refuses what the host cannot enforce but the policy
+// requires, and decides every value of the run. It does not change p.
+//
+// Errors are *result.SandboxError: step "policy" for a refused flag (the
+// plan is nil), "requirements" for a protection the host lacks. A refused
+// run still gets its plan, without the protections, so that its result
+// can say what the run would have been limited to.
+func Make(p *policies.Policy, f Flags, h Host) (*Plan, error) {
+	q := *p // Narrow changes the limits: work on a copy
+	if err := q.Narrow(policies.Overrides{Timeout: f.Timeout, OutputLimit: f.OutputLimit}); err != nil {
+		return nil, result.StepError("policy", err)
+	}
+	pl := &Plan{
+		Policy:      Policy{Name: q.Name, SHA256: q.SHA256, StoreCode: q.Audit.StoreCode},
+		Root:        Root{Name: q.Python.Root, Full: q.Python.Verify == policies.VerifyFull},
+		Timeout:     q.Limits.Timeout.Duration,
+		OutputLimit: int64(q.Limits.OutputLimit),
+		CPUTime:     q.Limits.CPUTime.Duration,
+		Rlimits:     rlimits(q.Limits),
+		Env:         env(&q),
+		TmpSize:     int64(q.Filesystem.TmpSize),
+		ShmSize:     int64(q.Filesystem.ShmSize),
+		Runner:      runner(&q, f),
+		Reasons: Reasons{
+			// Each limit worded as the result has always quoted it.
+			Wall:   "wall clock " + q.Limits.Timeout.Duration.String(),
+			CPU:    fmt.Sprintf("cpu time %v (RLIMIT_CPU)", q.Limits.CPUTime),
+			Memory: fmt.Sprintf("memory limit %v", q.Limits.Memory),
+		},
+	}
+	pl.Limits = limits(&q, false)
+	if h.Unmet != nil {
+		return pl, result.StepError("requirements", h.Unmet)
+	}
+	if err := protections(pl, &q, h); err != nil {
+		return pl, err
+	}
+	pl.Limits = limits(&q, pl.Cgroup != nil)
+	return pl, nil
+}
+
+// protections decides seccomp, Landlock and the cgroup: each is used when
+// the policy asks for it and the host has it; one the policy requires but
+// the host lacks refuses the run.
+func protections(pl *Plan, p *policies.Policy, h Host) error {
+	refuse := func(what, why string) error {
+		pl.Cgroup, pl.Seccomp, pl.LandlockABI = nil, "", 0
+		return result.StepError("requirements", fmt.Errorf("%s: %s", what, why))
+	}
+	if p.Sandbox.Seccomp != "none" {
+		switch {
+		case h.Seccomp.OK:
+			pl.Seccomp = p.Sandbox.Seccomp
+		case p.Requires(hostcheck.Seccomp):
+			return refuse("seccomp", h.Seccomp.Why)
+		}
+	}
+	if p.Sandbox.Landlock {
+		switch {
+		case h.Landlock.ABI > 0:
+			pl.LandlockABI = h.Landlock.ABI
+		case p.Requires(hostcheck.Landlock):
+			return refuse("landlock", "not available ("+h.Landlock.Why+")")
+		}
+	}
+	switch {
+	case h.Cgroup.OK:
+		pl.Cgroup = &cgroup.Limits{
+			MemoryBytes: int64(p.Limits.Memory),
+			Pids:        p.Limits.Pids,
+			CPUs:        p.Limits.CPUs,
+		}
+	case p.Requires(hostcheck.Cgroups):
+		return refuse("cgroups", h.Cgroup.Why)
+	}
+	return nil
+}
+
+// rlimits are the program's resource limits: no core dumps (a dump could
+// fill the workspace or leak memory contents), bounded descriptors, file
+// size and stack, and CPU seconds. RLIMIT_CPU has soft == hard so that
+// the kernel sends SIGKILL, which reaches the program even as PID 1
+// (SIGXCPU, sent at a lower soft limit, would be ignored there). There is
+// deliberately no RLIMIT_AS: address space is not memory (JITs and
+// numeric libraries reserve far more than they use); memory is the
+// cgroup's job.
+func rlimits(l policies.Limits) []spec.Rlimit {
+	secs := uint64(l.CPUTime.Duration / time.Second)
+	return []spec.Rlimit{
+		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
+		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)},
+		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
+		{Resource: unix.RLIMIT_STACK, Cur: uint64(l.Stack), Max: uint64(l.Stack)},
+		{Resource: unix.RLIMIT_CPU, Cur: secs, Max: secs},
+	}
+}
+
+// env is spec.BaseEnv, the thread-pool sizes from the CPU quota
+// (policies.Limits.Threads), then the policy's [env] in name order (the
+// policy loader refuses the names nsbox sets).
+func env(p *policies.Policy) []string {
+	e := slices.Clone(spec.BaseEnv)
+	threads := fmt.Sprint(p.Limits.Threads())
+	for _, k := range spec.ThreadEnv {
+		e = append(e, k+"="+threads)
+	}
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e = append(e, k+"="+p.Env[k])
+	}
+	return e
+}
+
+// runner turns the policy's [allowlist] into the runner's config. An
+// allowlist of "*" means no import checks at all (Allow nil).
+func runner(p *policies.Policy, f Flags) pyrunner.Config {
+	c := pyrunner.Config{
+		Mode:         pyrunner.ModeRun,
+		DenyBuiltins: p.Allowlist.DenyBuiltins,
+		DenyEvents:   p.Allowlist.DenyEvents,
+		StrictAttrs:  p.Allowlist.StrictAttributes,
+		Filename:     f.Filename,
+		WritableDirs: spec.WritableDirs,
+	}
+	if c.Filename == "" {
+		c.Filename = pyrunner.DefaultFilename
+	}
+	if f.CheckOnly {
+		c.Mode = pyrunner.ModeCheck
+	}
+	if !p.Allowlist.AllowsEverything() {
+		c.Allow = p.Allowlist.Imports
+	}
+	return c
+}
+
+// limits are the effective limits as the result reports them; the cgroup
+// ones only when a cgroup enforces them.
+func limits(p *policies.Policy, cgroupActive bool) result.Limits {
+	l := result.Limits{
+		TimeoutMS:     p.Limits.Timeout.Milliseconds(),
+		CPUTimeMS:     p.Limits.CPUTime.Milliseconds(),
+		OutputBytes:   int64(p.Limits.OutputLimit),
+		OpenFiles:     p.Limits.OpenFiles,
+		FileSizeBytes: int64(p.Limits.FileSize),
+		StackBytes:    int64(p.Limits.Stack),
+		TmpBytes:      int64(p.Filesystem.TmpSize),
+		ShmBytes:      int64(p.Filesystem.ShmSize),
+	}
+	if cgroupActive {
+		l.MemoryBytes = result.Int64(int64(p.Limits.Memory))
+		l.Pids = result.Int64(p.Limits.Pids)
+		l.CPUs = result.Float64(p.Limits.CPUs)
+	}
+	return l
+}

@@ -1,0 +1,93 @@
+// Package plan turns a policy, the caller's flags and what this host can
+// enforce into the plan of one run: every value the supervisor, the init
+// and the Python runner act on, decided in one pure function (Make) and
+// in no other place. The supervisor and the init never read a policy;
+// they execute a Plan.
+//
+// Make is pure: the same policy, flags and Host always give the same
+// Plan, which the golden tests in testdata pin (policy file in, plan
+// out). Reading the host is the separate, impure ReadHost.
+//
+// Fail closed: a protection the policy requires and the Host cannot give
+// is an error here, before anything is created; a protection the policy
+// uses but does not require is left out of the plan when the host lacks
+// it, and the result says what was active.
+package plan
+
+import (
+	"time"
+
+	"github.com/nsbox/nsbox/sandbox/cgroup"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/spec"
+)
+
+// Plan is everything one run needs to know, and nothing it does not.
+type Plan struct {
+	// Policy identifies the policy in the result and the audit log.
+	Policy Policy `json:"policy"`
+	// Root is the root filesystem to open and how hard to check it.
+	Root Root `json:"root"`
+
+	// Timeout is the wall-clock limit; OutputLimit caps each stream.
+	Timeout     time.Duration `json:"timeout"`
+	OutputLimit int64         `json:"output_limit"`
+	// CPUTime is RLIMIT_CPU (also in Rlimits), kept to classify a kill.
+	CPUTime time.Duration `json:"cpu_time"`
+
+	// Cgroup holds the cgroup limits; nil when the run gets no cgroup
+	// (the host lacks one and the policy does not require it).
+	Cgroup *cgroup.Limits `json:"cgroup"`
+	// Seccomp is the profile to load, a built-in name or an absolute
+	// path; "" for none.
+	Seccomp string `json:"seccomp"`
+	// LandlockABI is the kernel's Landlock ABI the init will use; 0 for
+	// no Landlock.
+	LandlockABI int `json:"landlock_abi"`
+
+	// Rlimits, Env, TmpSize and ShmSize go into the init's spec as they are.
+	Rlimits []spec.Rlimit `json:"rlimits"`
+	Env     []string      `json:"env"`
+	TmpSize int64         `json:"tmp_size"`
+	ShmSize int64         `json:"shm_size"`
+
+	// Runner is the Python runner's config but for its report descriptor,
+	// which the supervisor assigns (spec.Layout).
+	Runner pyrunner.Config `json:"runner"`
+
+	// Limits are the effective limits as the result reports them; the
+	// cgroup ones are set when Cgroup is.
+	Limits result.Limits `json:"limits"`
+	// Reasons word the limits for a result's reason, as the policy wrote
+	// them.
+	Reasons Reasons `json:"reasons"`
+}
+
+// Policy is what the result and the audit log record of the policy.
+type Policy struct {
+	Name      string `json:"name"`       // built-in name or the path given
+	SHA256    string `json:"sha256"`     // policies.Policy.SHA256
+	StoreCode bool   `json:"store_code"` // keep the program's source in the audit log
+}
+
+// Root names the root filesystem.
+type Root struct {
+	Name string `json:"name"` // a built-in root's name or the absolute path of a root
+	Full bool   `json:"full"` // re-hash every file against the manifest before the run
+}
+
+// Reasons are the limits as a result's reason quotes them.
+type Reasons struct {
+	Wall   string `json:"wall"`   // "wall clock 10s"
+	CPU    string `json:"cpu"`    // "cpu time 10s (RLIMIT_CPU)"
+	Memory string `json:"memory"` // "memory limit 256MiB"
+}
+
+// LimitsWithoutCgroup returns the plan's limits as reported when no
+// cgroup enforces them (a run that failed before its cgroup existed).
+func (p *Plan) LimitsWithoutCgroup() *result.Limits {
+	l := p.Limits
+	l.MemoryBytes, l.Pids, l.CPUs = nil, nil, nil
+	return &l
+}

@@ -1,0 +1,84 @@
+package spec
+
+// The sandbox as the program sees it. These facts are shared by the
+// supervisor, the init and the Python runner (which gets WritableDirs
+// through its config); they are written here and nowhere else.
+
+// Inside-the-sandbox identities. The init runs as RootID until it drops to
+// SandboxID right before exec; both map to unprivileged host ids (see
+// HostIDBase), never to host root.
+const (
+	RootID    = 0
+	SandboxID = 1000
+	// HostIDBase is the host uid/gid that inside id 0 maps to; inside id N
+	// maps to HostIDBase+N. It lies above systemd's container range
+	// (524288–1879048191) and is used by no regular account.
+	HostIDBase = 2_000_000_000
+)
+
+// Paths inside the sandbox.
+const (
+	// Workspace is the program's working directory and home, bound
+	// read-write (noexec) from a host directory.
+	Workspace = "/workspace"
+	// Tmp and Shm are size-bounded tmpfs mounts, noexec.
+	Tmp = "/tmp"
+	Shm = "/dev/shm"
+)
+
+// WritableDirs are the only places the program can write: every other
+// path is read-only (the root's mount flags, proven by the init) and,
+// with Landlock, refused by a second fence. The runner's "open" denial
+// uses the same list.
+var WritableDirs = []string{Workspace, Tmp, Shm}
+
+// Hostname is the sandbox's hostname (its own UTS namespace).
+const Hostname = "nsbox"
+
+// FDs is the descriptor layout of the init: which inherited descriptor
+// carries what. It is assigned here, once; the supervisor passes its
+// files in this order (os/exec's ExtraFiles, the first becoming 3) and
+// names the numbers in the Spec, and the init acts only on the numbers
+// the Spec names.
+//
+//	3       the sync socket                   --sync-fd
+//	4       the root filesystem, detached     Spec.RootFD
+//	5       /workspace, detached              Spec.Binds[0].FD
+//	6       the runner's report pipe (write)  Spec.ReportFD
+//	7...    cgroup v1 tasks files             Spec.CgroupTasks[i].FD
+type FDs struct {
+	Sync, Root, Workspace, Report int
+	Tasks                         []int // one per v1 hierarchy; none on v2 or without a cgroup
+}
+
+// firstFD is the first descriptor after stdin, stdout and stderr.
+const firstFD = 3
+
+// Layout assigns the descriptors of a run with tasks v1 tasks files.
+func Layout(tasks int) FDs {
+	l := FDs{Sync: firstFD, Root: firstFD + 1, Workspace: firstFD + 2, Report: firstFD + 3}
+	for i := range tasks {
+		l.Tasks = append(l.Tasks, l.Report+1+i)
+	}
+	return l
+}
+
+// Count is the number of inherited descriptors beyond stdio.
+func (l FDs) Count() int { return 4 + len(l.Tasks) }
+
+// BaseEnv is the program's whole environment before the policy's [env]
+// and ThreadEnv: nothing of the host's environment is passed on. A policy
+// may not set these names.
+var BaseEnv = []string{
+	"PATH=/usr/local/bin:/usr/bin:/bin",
+	"HOME=" + Workspace,
+	"LANG=C.UTF-8",
+	"PYTHONDONTWRITEBYTECODE=1",
+	"PYTHONUNBUFFERED=1",
+}
+
+// ThreadEnv are the thread-pool sizes of numeric libraries, set from the
+// CPU quota: they size their pools to the host's cores unless told, and
+// more threads than the quota only queue on it (and count against
+// pids.max). A policy may not set these names either.
+var ThreadEnv = []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}

@@ -1,0 +1,162 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nsbox/nsbox/sandbox/output"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/trace"
+)
+
+// headSize is how much of each stream Stats keeps.
+const headSize = 1024
+
+// Execute runs code in the prepared sandbox and records how the run
+// ended. It is a checklist like Prepare, from arming the stops to
+// classifying the exit; Finish then tears the sandbox down. Cancelling
+// ctx stops the run with status killed; context.Cause(ctx) becomes the
+// reason. After a failed Prepare it does nothing.
+func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
+	if sb.err != nil {
+		return
+	}
+	if sb.state != prepared {
+		panic("bug: supervisor: Execute without Prepare, or twice")
+	}
+	sb.state = executed
+	pl, tr, l, r := sb.o.Plan, sb.o.Trace, sb.l, sb.r
+
+	// Every way a run can be stopped is armed before the program can
+	// start: the wall clock, the caller (ctx), the output caps. The first
+	// to fire names the status; killing the init tears down the whole PID
+	// namespace, and the cgroup is killed as well.
+	stop := &stopper{proc: l.cmd.Process, cg: sb.conf.cg, done: make(chan struct{})}
+	timer := time.AfterFunc(pl.Timeout, func() {
+		stop.stop(result.StatusTimeout, result.LimitWallTime, pl.Reasons.Wall)
+	})
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop.stop(result.StatusKilled, "", fmt.Sprint(context.Cause(ctx)))
+		case <-stop.done:
+		}
+	}()
+	stdout := output.NewStream(pl.OutputLimit, sb.o.Stdout, func() {
+		stop.stop(result.StatusOutputLimit, result.LimitStdout, fmt.Sprintf("stdout exceeded %d bytes", pl.OutputLimit))
+	})
+	stderr := output.NewStream(pl.OutputLimit, sb.o.Stderr, func() {
+		stop.stop(result.StatusOutputLimit, result.LimitStderr, fmt.Sprintf("stderr exceeded %d bytes", pl.OutputLimit))
+	})
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); stdout.Copy(l.stdout) }()
+	go func() { defer readers.Done(); stderr.Copy(l.stderr) }()
+
+	// Release the init: the spec, then Go. It builds the sandbox (its own
+	// checklist, sandbox/initproc) and answers Ready with its steps'
+	// times, or the step that failed; EOF after Ready means the program
+	// was exec'd. A sandbox that failed half-built is killed: it has no
+	// status of its own.
+	setupErr := l.release(sb.sp, func(steps []trace.Mark) {
+		tr.Add("init: ", steps)
+		tr.Mark("ready")
+	})
+	tr.Mark("exec")
+	if setupErr == nil {
+		go feedCode(l.stdin, code)
+	} else {
+		stop.stop("", "", "")
+	}
+
+	// The program runs until it exits or is stopped. Every process of the
+	// run is gone once its init is reaped (the PID namespace died with
+	// it), so the streams end and what the cgroup counted is final.
+	waitErr := l.wait()
+	tr.Mark("program")
+	stop.finish()
+	timer.Stop()
+	waitReaders(&readers, l)
+	rep, repErr := sb.rep.finish()
+	result.SetStdout(r, stdout.Bytes())
+	result.SetStderr(r, stderr.Bytes())
+	r.StdoutTruncated, r.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	sb.stats.StdoutBytes, sb.stats.StderrBytes = stdout.Total(), stderr.Total()
+	sb.stats.StdoutHead = head(stdout.Bytes(), headSize)
+	sb.stats.StderrHead = head(stderr.Bytes(), headSize)
+	usage := sb.conf.usage(r)
+	tr.Mark("collect")
+
+	// How it ended. A stop (timeout, output cap, by hand) outranks what
+	// it caused; then a failed setup; then the exit, the cgroup's
+	// counters and the runner's report decide.
+	ps := l.cmd.ProcessState
+	if status, limit, reason := stop.result(); status != "" {
+		r.Status, r.Limit, r.Reason = status, limit, reason
+		setExit(r, ps)
+		recordViolations(r, rep)
+		return
+	}
+	switch {
+	case setupErr != nil:
+		sb.fail("setup", setupErr)
+	case ps == nil:
+		sb.fail("wait", waitErr)
+	default:
+		setExit(r, ps)
+		classify(r, pl, usage, ps)
+		if repErr != nil {
+			sb.fail("runner", repErr)
+		} else if err := runnerFailed(r, rep); err != nil {
+			sb.fail("runner", err)
+		} else {
+			applyReport(r, rep)
+		}
+	}
+}
+
+// Abort stops a prepared sandbox whose program will not run (the caller
+// could not record the run, say); err, usually a *result.SandboxError
+// naming the caller's step, becomes the result's error. After a failed
+// Prepare it does nothing.
+func (sb *Sandbox) Abort(err error) {
+	if sb.state != prepared || sb.err != nil {
+		return
+	}
+	sb.state = executed
+	sb.fail("abort", err)
+	(&stopper{proc: sb.l.cmd.Process, done: make(chan struct{})}).stop("", "", "")
+	sb.l.wait()
+	sb.rep.finish()
+}
+
+// head returns a copy of at most the first n bytes of b.
+func head(b []byte, n int) []byte {
+	return append([]byte(nil), b[:min(n, len(b))]...)
+}
+
+// feedCode writes the program to the interpreter's stdin and closes it.
+// EPIPE (the program ended without reading it all) is not an error here.
+func feedCode(w *os.File, code []byte) {
+	w.Write(code)
+	w.Close()
+}
+
+// waitReaders waits for both output streams to reach EOF. Every writer is
+// gone once the PID namespace is torn down, so this is quick; the bound is
+// a guard so a run always ends within its timeout plus a second.
+func waitReaders(readers *sync.WaitGroup, l *launch) {
+	done := make(chan struct{})
+	go func() { readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+		l.stdout.Close()
+		l.stderr.Close()
+		<-done
+	}
+}
