@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // Cache keeps compiled filters on disk, so that a run whose profile, machine
@@ -137,10 +139,10 @@ func readEntry(path string, key [sha256.Size]byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat seccomp cache entry %s: %w", path, err)
 	}
-	// Sizes first, before reading anything: a header and 1 to maxInsns
+	// Sizes first, before reading anything: a header and 1 to load.MaxInsns
 	// whole instructions.
 	size := st.Size()
-	if !st.Mode().IsRegular() || size < entryHeader+8 || size > entryHeader+8*maxInsns || (size-entryHeader)%8 != 0 {
+	if !st.Mode().IsRegular() || size < entryHeader+8 || size > entryHeader+8*load.MaxInsns || (size-entryHeader)%8 != 0 {
 		return nil, fmt.Errorf("seccomp cache entry %s: %s of %d bytes: %w", path, st.Mode().Type(), size, errBadEntry)
 	}
 	// Written by this euid (root for the supervisor) or not ours.

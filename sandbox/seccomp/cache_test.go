@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // compileFresh is what the cache must reproduce byte for byte.
@@ -87,7 +89,7 @@ func TestCacheBadEntry(t *testing.T) {
 		{"torn mid-instruction", good[:len(good)-3]},
 		{"one instruction short", good[:len(good)-8]},
 		{"extra instruction", append(bytes.Clone(good), make([]byte, 8)...)},
-		{"over 4096 instructions", append(bytes.Clone(good[:entryHeader]), make([]byte, 8*(maxInsns+1))...)},
+		{"over 4096 instructions", append(bytes.Clone(good[:entryHeader]), make([]byte, 8*(load.MaxInsns+1))...)},
 		{"bad magic", flip(0)},
 		{"other format", flip(8)},
 		{"bad count", flip(12)},

@@ -9,6 +9,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // Program is a compiled filter: what crosses from the supervisor into the
@@ -145,8 +147,8 @@ func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile seccomp profile %s: export BPF: %w", p.Source, err)
 	}
-	if len(raw) == 0 || len(raw)%8 != 0 || len(raw)/8 > maxInsns {
-		return nil, fmt.Errorf("compile seccomp profile %s: libseccomp produced %d bytes, want 1 to %d 8-byte instructions", p.Source, len(raw), maxInsns)
+	if err := load.Check(raw); err != nil {
+		return nil, fmt.Errorf("compile seccomp profile %s: libseccomp's %w", p.Source, err)
 	}
 	return &Program{Profile: p.Name, SHA256: p.SHA256, Arch: name, Raw: raw}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
@@ -180,8 +181,8 @@ func parse(name, source string, data []byte) (*Profile, error) {
 	}
 	// Each rule costs at least one instruction: more cannot compile, and
 	// the overlap checks below are quadratic per syscall.
-	if len(rules) > maxInsns {
-		return nil, fail(lineOfKey(data, "syscalls"), "syscalls", "%d rules (one per syscall name): a filter holds at most %d instructions", len(rules), maxInsns)
+	if len(rules) > load.MaxInsns {
+		return nil, fail(lineOfKey(data, "syscalls"), "syscalls", "%d rules (one per syscall name): a filter holds at most %d instructions", len(rules), load.MaxInsns)
 	}
 	if p.plan, err = plan(rules); err != nil {
 		var re *ruleError
