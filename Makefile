@@ -13,7 +13,7 @@ TAGS    := netgo,osusergo,sqlite_omit_load_extension,urfave_cli_no_docs
 # Everything compiled or embedded into the binary (go:embed: the policies,
 # the seccomp profiles, the Python runner), and this file for TAGS.
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum Makefile \
-	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) sandbox/pyrunner/runner.py
+	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) $(wildcard seccomp-profiles/*.bpf) sandbox/pyrunner/runner.py
 
 .PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci
 
@@ -90,6 +90,15 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# The built-in seccomp profiles compiled to BPF for this machine's
+# architecture (seccomp-profiles/NAME.GOARCH.bpf and golden_GOARCH.go),
+# checked in and embedded; seccomp-profiles/gen's TestGoldens fails when
+# they are stale. Run after changing a profile, sandbox/seccomp's compiler
+# or libseccomp, and commit the result.
+.PHONY: generate
+generate:
+	$(GO) generate ./seccomp-profiles
 
 # --- datasci venv and pandas benchmark (issue 4, items 4 and 8) -------------
 # Targets: datasci-venv, bench-pandas.

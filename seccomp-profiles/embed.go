@@ -1,9 +1,21 @@
 // Package seccompprofiles holds the built-in seccomp profiles, default.json
-// and strict.json, embedded in the nsbox binary. They are OCI runtime-spec
-// `linux.seccomp` documents; README.md beside them explains what each one
-// allows and denies. The package only hands out bytes: parsing, validation
-// and compilation live in sandbox/seccomp.
+// and strict.json, embedded in the nsbox binary, and the same profiles
+// compiled to classic BPF at build time.
+//
+// The profiles are OCI runtime-spec `linux.seccomp` documents; README.md
+// beside them explains what each one allows and denies. The compiled
+// filters (the goldens: NAME.GOARCH.bpf, listed in golden_GOARCH.go) are
+// made by `go generate ./seccomp-profiles`, which runs gen/ (sandbox/seccomp's
+// Load and Compile, through libseccomp) on the machine's architecture, and
+// are checked in; gen's TestGoldens fails when one differs from what the
+// profiles and libseccomp give now. A run with a built-in profile loads its
+// golden (see Compiled), so it neither parses JSON nor calls libseccomp.
+//
+// The package only hands out bytes: parsing, validation, compilation and
+// the checks a golden passes before use live in sandbox/seccomp.
 package seccompprofiles
+
+//go:generate go run ./gen
 
 import (
 	"embed"
@@ -46,4 +58,45 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Filter is a built-in profile compiled to classic BPF at build time.
+type Filter struct {
+	// File is the golden the filter was read from, e.g.
+	// "default.amd64.bpf".
+	File string
+	// Arch is the OCI name of the architecture the filter is for, e.g.
+	// "SCMP_ARCH_X86_64".
+	Arch string
+	// ProfileSHA256 is the hex SHA-256 of the NAME.json the filter was
+	// compiled from. The caller compares it with Read's bytes: a
+	// difference means the binary was built from an edited profile
+	// without `go generate`.
+	ProfileSHA256 string
+	// BPF is the struct sock_filter array, native endian; a copy, the
+	// caller's to keep.
+	BPF []byte
+}
+
+// golden is one row of the generated table: what Filter says, but the
+// bytes.
+type golden struct {
+	file, arch, profileSHA256 string
+}
+
+// Compiled returns the built-in profile name compiled for the architecture
+// this binary was built for. ok is false when there is none: name is not a
+// built-in profile, or nobody generated the goldens on this architecture.
+func Compiled(name string) (f Filter, ok bool) {
+	g, ok := goldens[name]
+	if !ok {
+		return Filter{}, false
+	}
+	b, err := goldenFiles.ReadFile(g.file)
+	if err != nil {
+		// The table and the embed directive are generated together: a
+		// row without its file is a bug in gen.
+		panic(fmt.Sprintf("seccompprofiles: bug: golden %s listed but not embedded: %v", g.file, err))
+	}
+	return Filter{File: g.file, Arch: g.arch, ProfileSHA256: g.profileSHA256, BPF: b}, true
 }

@@ -2,6 +2,7 @@ package seccompprofiles
 
 import (
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,38 @@ func TestRead(t *testing.T) {
 	for _, bad := range []string{"", "default.json", "../seccomp-profiles/default", "x/default", "missing"} {
 		if _, err := Read(bad); err == nil || !strings.Contains(err.Error(), "default, strict") {
 			t.Errorf("Read(%q): %v, want an error listing the profiles", bad, err)
+		}
+	}
+}
+
+// TestCompiled checks the generated table against the profiles: a golden
+// for every built-in profile and nothing else, each for this binary's
+// architecture's table, and handed out as a copy.
+func TestCompiled(t *testing.T) {
+	if len(goldens) == 0 {
+		// gen's TestGoldens fails on such an architecture.
+		t.Skipf("no goldens for %s", runtime.GOARCH)
+	}
+	for _, name := range Names() {
+		f, ok := Compiled(name)
+		if !ok {
+			t.Errorf("Compiled(%q): no golden", name)
+			continue
+		}
+		if f.File != name+"."+runtime.GOARCH+".bpf" || f.Arch == "" || len(f.ProfileSHA256) != 64 || len(f.BPF) == 0 {
+			t.Errorf("Compiled(%q) = %s %s %s, %d bytes", name, f.File, f.Arch, f.ProfileSHA256, len(f.BPF))
+		}
+		f.BPF[0] ^= 0xff
+		if again, _ := Compiled(name); again.BPF[0] == f.BPF[0] {
+			t.Errorf("Compiled(%q): the caller's change reached the next call", name)
+		}
+	}
+	if len(goldens) != len(Names()) {
+		t.Errorf("%d goldens for %d profiles", len(goldens), len(Names()))
+	}
+	for _, name := range []string{"", "missing", "default.json"} {
+		if _, ok := Compiled(name); ok {
+			t.Errorf("Compiled(%q): ok, want none", name)
 		}
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// BenchmarkCompile measures what the supervisor pays per sandbox to turn a
-// loaded profile into BPF.
+// BenchmarkCompile measures what it costs to turn a loaded profile into
+// BPF with libseccomp: what the goldens save a run with a built-in
+// profile, and what a user's profile costs without the cache.
 func BenchmarkCompile(b *testing.B) {
 	for _, name := range []string{"default", "strict"} {
 		b.Run(name, func(b *testing.B) {
@@ -20,28 +21,28 @@ func BenchmarkCompile(b *testing.B) {
 	}
 }
 
-// BenchmarkCompileCached measures the same through a Cache: "hit" is every
-// run after the first on a host (read and verify one entry), "miss" a run
-// whose entry is missing (compile, then write and rename the entry).
+// BenchmarkCompileCached measures the same through the plan-keyed cache:
+// "hit" reads and verifies one entry, "miss" compiles, then writes and
+// renames the entry.
 func BenchmarkCompileCached(b *testing.B) {
 	for _, name := range []string{"default", "strict"} {
 		b.Run(name+"/hit", func(b *testing.B) {
 			p := mustLoad(b, name)
-			c := Cache{Dir: b.TempDir()}
-			if _, err := c.Compile(p); err != nil {
+			c := fileCache{dir: b.TempDir()}
+			if _, _, err := c.compile(p); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if _, err := c.Compile(p); err != nil {
+				if _, _, err := c.compile(p); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(name+"/miss", func(b *testing.B) {
 			p := mustLoad(b, name)
-			c := Cache{Dir: b.TempDir()}
+			c := fileCache{dir: b.TempDir()}
 			for b.Loop() {
-				if _, err := c.Compile(p); err != nil {
+				if _, _, err := c.compile(p); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
@@ -66,33 +67,30 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
-// BenchmarkCacheLoad measures what a run pays for its filter when the
-// cache has it: "bytes" is Cache.Load answered by the profile's bytes
-// (read, hash, one entry), "plan" the path it replaces, Load (parse and
-// plan) then Compile answered by the plan-keyed entry.
-func BenchmarkCacheLoad(b *testing.B) {
+// BenchmarkLoadFilter measures what a run pays for its filter: "builtin"
+// is a built-in profile's golden (hash the embedded JSON, check the
+// bytes), "file/cached" a copy of it as a user's profile answered by the
+// cache (read, hash, one entry), "file/compiled" the same without a cache
+// (parse, plan, compile).
+func BenchmarkLoadFilter(b *testing.B) {
 	for _, name := range []string{"default", "strict"} {
-		b.Run(name+"/bytes", func(b *testing.B) {
-			c := Cache{Dir: b.TempDir()}
-			if _, err := c.Load(name); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, err := c.Load(name); err != nil {
+		path := copyBuiltin(b, name)
+		cacheDir := b.TempDir()
+		for _, c := range []struct{ sub, profile, cacheDir string }{
+			{"builtin", name, ""},
+			{"file/cached", path, cacheDir},
+			{"file/compiled", path, ""},
+		} {
+			b.Run(name+"/"+c.sub, func(b *testing.B) {
+				if _, err := LoadFilter(c.profile, c.cacheDir); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
-		b.Run(name+"/plan", func(b *testing.B) {
-			c := Cache{Dir: b.TempDir()}
-			if _, err := c.Compile(mustLoad(b, name)); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, err := c.Compile(mustLoad(b, name)); err != nil {
-					b.Fatal(err)
+				for b.Loop() {
+					if _, err := LoadFilter(c.profile, c.cacheDir); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -11,9 +11,8 @@ import (
 // selfExe is the running binary, whatever name it was started by.
 const selfExe = "/proc/self/exe"
 
-// buildID is the Go build ID of the running binary, read once per process
-// (about 70 µs on the 10 MB nsbox binary). The go command derives it from
-// every input of the link, so any change to nsbox's code, its dependencies
+// buildID is the Go build ID of the running binary, read once per
+// process. The go command derives it from every input of the link, so any change to nsbox's code, its dependencies
 // or the statically linked libseccomp gives another one: the first-level
 // cache key (see rawKey) then changes without anyone bumping a version.
 var buildID = sync.OnceValues(func() (string, error) { return readBuildID(selfExe) })

@@ -13,15 +13,20 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
-// Cache keeps compiled filters on disk, so that a run whose profile, machine
-// and libseccomp were seen before reads its BPF back (tens of microseconds)
-// instead of compiling it again (about 3 ms for the default profile).
+// fileCache keeps the filters compiled from users' profile files on disk,
+// so that a run whose profile, machine and libseccomp were seen before
+// reads its BPF back instead of compiling it again (what that saves per
+// run: docs/benchmarks.md). The built-in profiles never come here: they
+// are compiled at build time (see LoadFilter).
 //
-// An entry is Dir/KEY.bpf, KEY being the hex cacheKey: the file name says
-// what the filter was compiled from, so there is nothing to invalidate; an
-// entry for an old profile or an old libseccomp is just never read again.
+// An entry is dir/KEY.bpf, KEY being the hex key (rawKey for the bytes
+// of a file, cacheKey for a parsed plan): the file name says what the
+// filter was compiled from, so there is nothing to invalidate; an entry
+// for an old profile or an old libseccomp is just never read again.
 //
 // The cache is an optimisation only. An entry that is missing, torn or
 // otherwise wrong is ignored and replaced, and a directory that cannot be
@@ -29,27 +34,18 @@ import (
 // ever fails a run.
 //
 // Every entry read is verified (see readEntry): its header repeats the key
-// and carries the SHA-256 of the instructions, checked on each read, which
-// costs about 20 µs for the default profile. This guards against torn,
-// truncated and corrupt files, not against attackers: the directory is
-// root's (0700, under the state directory) and whoever can write it is root
-// already, able to replace the nsbox binary itself.
-type Cache struct {
-	// Dir holds the entries; created (0700) on the first store.
-	Dir string
+// and carries the SHA-256 of the instructions, checked on each read. This
+// guards against torn, truncated and corrupt files, not against attackers:
+// the directory is root's (0700, under the state directory) and whoever
+// can write it is root already, able to replace the nsbox binary itself.
+type fileCache struct {
+	// dir holds the entries; created (0700) on the first store.
+	dir string
 
-	// buildID returns the running binary's Go build ID for Load's key;
+	// buildID returns the running binary's Go build ID for load's key;
 	// nil means buildID (the package's, read from /proc/self/exe). Tests
 	// set it to change or break the build ID.
 	buildID func() (string, error)
-}
-
-// Compile returns p compiled for the native architecture, from the cache
-// when it holds a valid entry, else from libseccomp, storing the result.
-// Its errors are Compile's: the cache's own problems are never returned.
-func (c Cache) Compile(p *Profile) (*Program, error) {
-	prog, _, err := c.compile(p)
-	return prog, err
 }
 
 // cacheOutcome says what compile did, for the tests.
@@ -59,13 +55,14 @@ const (
 	cacheHit     cacheOutcome = iota // a valid entry was read
 	cacheStored                      // compiled and stored
 	cacheNoStore                     // compiled; the entry could not be written
-	cacheRawHit                      // Load found the profile's bytes: nothing parsed
+	cacheRawHit                      // load found the file's bytes: nothing parsed
 )
 
-// compile is Compile, also reporting whether the cache was used. A store
-// error is kept in the outcome only: a failed cache is a slow run, not a
-// failed one.
-func (c Cache) compile(p *Profile) (*Program, cacheOutcome, error) {
+// compile returns p compiled for the native architecture, from the cache
+// when it holds a valid entry, else from libseccomp, storing the result;
+// the outcome says which. Its errors are Compile's: a store error is kept
+// in the outcome only, a failed cache being a slow run, not a failed one.
+func (c fileCache) compile(p *Profile) (*Program, cacheOutcome, error) {
 	// The architecture check comes before the lookup: the key names the
 	// profile's architectures, but the entry must never stand in for the
 	// error a profile written for another machine gets.
@@ -89,8 +86,8 @@ func (c Cache) compile(p *Profile) (*Program, cacheOutcome, error) {
 }
 
 // path is the entry for key.
-func (c Cache) path(key [sha256.Size]byte) string {
-	return filepath.Join(c.Dir, hex.EncodeToString(key[:])+".bpf")
+func (c fileCache) path(key [sha256.Size]byte) string {
+	return filepath.Join(c.dir, hex.EncodeToString(key[:])+".bpf")
 }
 
 // An entry is a fixed header and the instructions:
@@ -137,10 +134,10 @@ func readEntry(path string, key [sha256.Size]byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat seccomp cache entry %s: %w", path, err)
 	}
-	// Sizes first, before reading anything: a header and 1 to maxInsns
+	// Sizes first, before reading anything: a header and 1 to load.MaxInsns
 	// whole instructions.
 	size := st.Size()
-	if !st.Mode().IsRegular() || size < entryHeader+8 || size > entryHeader+8*maxInsns || (size-entryHeader)%8 != 0 {
+	if !st.Mode().IsRegular() || size < entryHeader+8 || size > entryHeader+8*load.MaxInsns || (size-entryHeader)%8 != 0 {
 		return nil, fmt.Errorf("seccomp cache entry %s: %s of %d bytes: %w", path, st.Mode().Type(), size, errBadEntry)
 	}
 	// Written by this euid (root for the supervisor) or not ours.
@@ -165,16 +162,16 @@ func readEntry(path string, key [sha256.Size]byte) ([]byte, error) {
 // the same time) sees either no entry, the old one or the whole new one;
 // concurrent stores of the same key write the same bytes, and the last
 // rename wins.
-func (c Cache) store(path string, key [sha256.Size]byte, raw []byte) (err error) {
+func (c fileCache) store(path string, key [sha256.Size]byte, raw []byte) (err error) {
 	// 0700: the state directory's own mode; MkdirAll leaves existing
 	// directories alone.
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return fmt.Errorf("create seccomp cache dir %s: %w", c.Dir, err)
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return fmt.Errorf("create seccomp cache dir %s: %w", c.dir, err)
 	}
 	// CreateTemp makes the file 0600 with O_EXCL and a random name.
-	f, err := os.CreateTemp(c.Dir, ".tmp-*.bpf")
+	f, err := os.CreateTemp(c.dir, ".tmp-*.bpf")
 	if err != nil {
-		return fmt.Errorf("create seccomp cache entry in %s: %w", c.Dir, err)
+		return fmt.Errorf("create seccomp cache entry in %s: %w", c.dir, err)
 	}
 	defer func() {
 		if err != nil {
@@ -187,9 +184,9 @@ func (c Cache) store(path string, key [sha256.Size]byte, raw []byte) (err error)
 	}
 	// No fsync, of the file or the directory: after a crash the name may
 	// point at an empty or partly written file, which readEntry's
-	// checksum refuses and the next run rewrites. An fsync would double
-	// the cost of the run that stores (measured: 6-10 ms instead of 3-5)
-	// to save one compile after a power loss.
+	// checksum refuses and the next run rewrites. An fsync would about
+	// double the cost of the run that stores, to save one compile after a
+	// power loss.
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close seccomp cache entry %s: %w", f.Name(), err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // compileFresh is what the cache must reproduce byte for byte.
@@ -20,20 +22,20 @@ func compileFresh(t testing.TB, p *Profile) []byte {
 }
 
 // mustCacheCompile compiles through c and checks the outcome and the bytes.
-func mustCacheCompile(t *testing.T, c Cache, p *Profile, want cacheOutcome, fresh []byte) {
+func mustCacheCompile(t *testing.T, c fileCache, p *Profile, want cacheOutcome, fresh []byte) {
 	t.Helper()
 	prog, got, err := c.compile(p)
 	if err != nil {
-		t.Fatalf("Cache.compile: %v", err)
+		t.Fatalf("fileCache.compile: %v", err)
 	}
 	if got != want {
-		t.Errorf("Cache.compile: outcome %d, want %d", got, want)
+		t.Errorf("fileCache.compile: outcome %d, want %d", got, want)
 	}
 	if !bytes.Equal(prog.Raw, fresh) {
-		t.Errorf("Cache.compile: %d bytes differ from a fresh compile's %d", len(prog.Raw), len(fresh))
+		t.Errorf("fileCache.compile: %d bytes differ from a fresh compile's %d", len(prog.Raw), len(fresh))
 	}
 	if prog.Profile != p.Name || prog.SHA256 != p.SHA256 || prog.Arch == "" {
-		t.Errorf("Cache.compile: program %q %s %q, want the profile's name and hash", prog.Profile, prog.SHA256, prog.Arch)
+		t.Errorf("fileCache.compile: program %q %s %q, want the profile's name and hash", prog.Profile, prog.SHA256, prog.Arch)
 	}
 }
 
@@ -44,16 +46,16 @@ func TestCacheHit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := mustLoad(t, name)
 			fresh := compileFresh(t, p)
-			c := Cache{Dir: filepath.Join(t.TempDir(), "cache", "seccomp")}
+			c := fileCache{dir: filepath.Join(t.TempDir(), "cache", "seccomp")}
 			mustCacheCompile(t, c, p, cacheStored, fresh)
 			mustCacheCompile(t, c, p, cacheHit, fresh)
 			// A second Load of the same profile is the next run.
 			mustCacheCompile(t, c, mustLoad(t, name), cacheHit, fresh)
 
-			if st, err := os.Stat(c.Dir); err != nil || st.Mode().Perm() != 0o700 {
-				t.Errorf("cache dir %s: %v, %v; want mode 0700", c.Dir, st.Mode(), err)
+			if st, err := os.Stat(c.dir); err != nil || st.Mode().Perm() != 0o700 {
+				t.Errorf("cache dir %s: %v, %v; want mode 0700", c.dir, st.Mode(), err)
 			}
-			entries, _ := os.ReadDir(c.Dir)
+			entries, _ := os.ReadDir(c.dir)
 			if len(entries) != 1 {
 				t.Fatalf("cache dir holds %v, want one entry", entries)
 			}
@@ -87,7 +89,7 @@ func TestCacheBadEntry(t *testing.T) {
 		{"torn mid-instruction", good[:len(good)-3]},
 		{"one instruction short", good[:len(good)-8]},
 		{"extra instruction", append(bytes.Clone(good), make([]byte, 8)...)},
-		{"over 4096 instructions", append(bytes.Clone(good[:entryHeader]), make([]byte, 8*(maxInsns+1))...)},
+		{"over 4096 instructions", append(bytes.Clone(good[:entryHeader]), make([]byte, 8*(load.MaxInsns+1))...)},
 		{"bad magic", flip(0)},
 		{"other format", flip(8)},
 		{"bad count", flip(12)},
@@ -97,7 +99,7 @@ func TestCacheBadEntry(t *testing.T) {
 		{"another key's entry", encodeEntry(otherKey, fresh)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cache := Cache{Dir: t.TempDir()}
+			cache := fileCache{dir: t.TempDir()}
 			if err := os.WriteFile(cache.path(key), c.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +113,7 @@ func TestCacheBadEntry(t *testing.T) {
 
 	// Not a regular file: a link (even to a good entry) and a directory.
 	t.Run("symlink", func(t *testing.T) {
-		cache := Cache{Dir: t.TempDir()}
+		cache := fileCache{dir: t.TempDir()}
 		target := filepath.Join(t.TempDir(), "good.bpf")
 		if err := os.WriteFile(target, good, 0o600); err != nil {
 			t.Fatal(err)
@@ -123,7 +125,7 @@ func TestCacheBadEntry(t *testing.T) {
 		mustCacheCompile(t, cache, p, cacheHit, fresh)
 	})
 	t.Run("other owner", func(t *testing.T) {
-		cache := Cache{Dir: t.TempDir()}
+		cache := fileCache{dir: t.TempDir()}
 		if err := os.WriteFile(cache.path(key), good, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +136,7 @@ func TestCacheBadEntry(t *testing.T) {
 		mustCacheCompile(t, cache, p, cacheHit, fresh)
 	})
 	t.Run("directory", func(t *testing.T) {
-		cache := Cache{Dir: t.TempDir()}
+		cache := fileCache{dir: t.TempDir()}
 		if err := os.Mkdir(cache.path(key), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -196,24 +198,24 @@ func TestCacheKey(t *testing.T) {
 func TestCacheConcurrent(t *testing.T) {
 	p := mustLoad(t, "default")
 	fresh := compileFresh(t, p)
-	c := Cache{Dir: filepath.Join(t.TempDir(), "seccomp")}
+	c := fileCache{dir: filepath.Join(t.TempDir(), "seccomp")}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 5 {
-				prog, err := c.Compile(mustLoad(t, "default"))
+				prog, _, err := c.compile(mustLoad(t, "default"))
 				if err != nil {
-					t.Errorf("Cache.Compile: %v", err)
+					t.Errorf("fileCache.compile: %v", err)
 					return
 				}
 				if !bytes.Equal(prog.Raw, fresh) {
-					t.Errorf("Cache.Compile: bytes differ from a fresh compile")
+					t.Errorf("fileCache.compile: bytes differ from a fresh compile")
 				}
 			}
 		})
 	}
 	wg.Wait()
-	entries, err := os.ReadDir(c.Dir)
+	entries, err := os.ReadDir(c.dir)
 	if err != nil || len(entries) != 1 || entries[0].Name() != filepath.Base(c.path(p.cacheKey())) {
 		t.Fatalf("cache dir holds %v (%v), want the one entry", entries, err)
 	}
@@ -230,7 +232,7 @@ func TestCacheUnwritable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := Cache{Dir: filepath.Join(file, "cache", "seccomp")}
+	c := fileCache{dir: filepath.Join(file, "cache", "seccomp")}
 	mustCacheCompile(t, c, p, cacheNoStore, fresh)
 	mustCacheCompile(t, c, p, cacheNoStore, fresh)
 }
@@ -242,11 +244,11 @@ func TestCacheWrongArch(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_RISCV64"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := Cache{Dir: t.TempDir()}
-	if _, err := c.Compile(mustLoad(t, path)); err == nil || !strings.Contains(err.Error(), "not this machine's") {
-		t.Fatalf("Cache.Compile: %v, want a wrong-architecture error", err)
+	c := fileCache{dir: t.TempDir()}
+	if _, _, err := c.compile(mustLoad(t, path)); err == nil || !strings.Contains(err.Error(), "not this machine's") {
+		t.Fatalf("fileCache.compile: %v, want a wrong-architecture error", err)
 	}
-	if entries, _ := os.ReadDir(c.Dir); len(entries) != 0 {
+	if entries, _ := os.ReadDir(c.dir); len(entries) != 0 {
 		t.Errorf("cache dir holds %v after a refused compile", entries)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // the result. Bump it on any change to compileFor (bad-arch action,
 // attributes, optimisation level, how a rule becomes libseccomp calls) or
 // to the cache file layout: entries written by an older nsbox then simply
-// stop matching and are compiled afresh.
+// stop matching and are compiled afresh. (A change to compileFor also
+// changes the goldens: `go generate ./seccomp-profiles`.)
 const cacheFormat = 2
 
 // bindingModule is the Go binding whose version goes into the key.
@@ -103,8 +104,8 @@ func (p *Profile) cacheKey() [sha256.Size]byte {
 
 // keyHash feeds fixed-width integers and length-prefixed strings to
 // SHA-256, so that no two different sequences hash the same bytes. It
-// buffers them in 4 KiB chunks: the key is computed on every run and the
-// default profile's plan encodes to some 35 KiB.
+// buffers them in 4 KiB chunks: the key is computed on every cache miss of
+// load, and a profile's plan encodes to tens of kilobytes.
 type keyHash struct {
 	h hash.Hash
 	b []byte

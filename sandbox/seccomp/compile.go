@@ -9,6 +9,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // Program is a compiled filter: what crosses from the supervisor into the
@@ -109,15 +111,14 @@ func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
 		return nil, fmt.Errorf("compile seccomp profile %s: set bad-arch action: %w", p.Source, err)
 	}
 	// A binary tree over syscall numbers (SCMP_FLTATR_CTL_OPTIMIZE 2,
-	// libseccomp 2.5) instead of one comparison per rule in sequence:
-	// the default profile then decides read, openat or an unknown number
-	// in 11 to 17 instructions instead of up to 280, on every system call
-	// the kernel's constant-action cache does not answer, for 841
-	// instructions instead of 769 (see TestFilterPathLength and
-	// seccomp-profiles/README.md). The verdicts are the same, so a
-	// libseccomp older than 2.5, which has no such attribute, keeps the
-	// sequential layout; a newer one that refuses it is an error.
-	// (cacheFormat names this choice.)
+	// libseccomp 2.5) instead of one comparison per rule in sequence: a
+	// system call the kernel's constant-action cache does not answer then
+	// runs a few comparisons instead of up to one per rule, for a slightly
+	// longer program (TestFilterPathLength holds the bounds,
+	// seccomp-profiles/README.md the figures). The verdicts are the same,
+	// so a libseccomp older than 2.5, which has no such attribute, keeps
+	// the sequential layout; a newer one that refuses it is an error.
+	// (cacheFormat names this choice; the goldens embody it.)
 	if err := filter.SetOptimize(2); err != nil {
 		if maj, min, _ := libseccomp.GetLibraryVersion(); maj > 2 || maj == 2 && min >= 5 {
 			return nil, fmt.Errorf("compile seccomp profile %s: set optimize 2: %w", p.Source, err)
@@ -145,8 +146,8 @@ func (p *Profile) compileFor(arch libseccomp.ScmpArch) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile seccomp profile %s: export BPF: %w", p.Source, err)
 	}
-	if len(raw) == 0 || len(raw)%8 != 0 || len(raw)/8 > maxInsns {
-		return nil, fmt.Errorf("compile seccomp profile %s: libseccomp produced %d bytes, want 1 to %d 8-byte instructions", p.Source, len(raw), maxInsns)
+	if err := load.Check(raw); err != nil {
+		return nil, fmt.Errorf("compile seccomp profile %s: libseccomp's %w", p.Source, err)
 	}
 	return &Program{Profile: p.Name, SHA256: p.SHA256, Arch: name, Raw: raw}, nil
 }

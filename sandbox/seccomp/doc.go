@@ -2,24 +2,40 @@
 // BPF program and loads it into the sandbox init, as its last step before
 // execve.
 //
-// The work is split across the fork on purpose:
+// The work is split three ways on purpose:
 //
-//   - In the supervisor (host side, before the init is started), Load reads
-//     and validates a profile and Compile turns it into BPF for the native
+//   - At build time, `go generate ./seccomp-profiles` compiles the built-in
+//     profiles (default, strict) with this package's Load and Compile and
+//     checks the raw filters in as goldens (seccomp-profiles/gen). A test
+//     fails when a golden differs from what the profile and libseccomp
+//     give now.
+//   - In the supervisor (host side, before the init is started),
+//     LoadFilter is the one entry point. A built-in profile's filter is its
+//     golden, embedded in the binary and only checked (compiled from the
+//     JSON this binary embeds, whole instructions within BPF_MAXINSNS): no
+//     parsing, no libseccomp, no disk. A user's profile (an absolute path)
+//     is read and validated by Load and compiled by Compile for the native
 //     architecture with libseccomp (cgo; the release binary links Debian's
-//     libseccomp.a statically). Errors name the profile file, the line and
-//     the culprit. Cache.Compile keeps the result on disk, keyed by
-//     everything that decides it, so that a host compiles each profile
-//     once rather than on every run.
-//   - Only the raw sock_filter array crosses into the init. Install loads
-//     it with one seccomp(2) system call through golang.org/x/sys/unix:
-//     pure Go, no cgo, no parser and no library between no_new_privs and
-//     execve.
+//     libseccomp.a statically), through a disk cache in the state
+//     directory keyed by everything that decides the result, which pays
+//     for itself (docs/benchmarks.md). Errors name the profile file, the
+//     line and the culprit. On an architecture without goldens a built-in
+//     profile is compiled like a user's: slower, never unfiltered.
+//   - Only the raw sock_filter array crosses into the init. Install (the
+//     load package) loads it with one seccomp(2) system call through
+//     golang.org/x/sys/unix: pure Go, no cgo, no parser and no library
+//     between no_new_privs and execve.
 //
 // So the process that becomes the sandbox never calls libseccomp. (Being the
 // same binary, it does run libseccomp-golang's package initializer at
 // start-up, like every nsbox process: seccomp_api_get, a few seccomp(2)
 // probes that fail by design. Nothing is built or loaded there.)
+//
+// A golden does not depend on the kernel it runs on: libseccomp's output
+// depends on the profile, the architecture and libseccomp itself, all
+// fixed at build time. Whether the kernel can run it (filter mode,
+// SECCOMP_RET_KILL_PROCESS) is Supported's question, asked before every
+// run that uses a filter.
 //
 // # Semantics beyond runc
 //
@@ -52,7 +68,9 @@
 // mitigation for the sandbox.
 //
 // WARNING: the init must call Install on the thread that calls execve, after
-// PR_SET_NO_NEW_PRIVS. After any change here, run as root:
+// PR_SET_NO_NEW_PRIVS. After any change here, regenerate the goldens and
+// run as root:
 //
-//	go test -race -count=1 ./sandbox/seccomp/...
+//	go generate ./seccomp-profiles
+//	go test -race -count=1 ./sandbox/seccomp/... ./seccomp-profiles/...
 package seccomp

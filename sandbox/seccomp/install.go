@@ -6,9 +6,6 @@ import (
 	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
-// maxInsns is BPF_MAXINSNS, the kernel's limit for one classic BPF program.
-const maxInsns = load.MaxInsns
-
 // Install loads raw (a Program's Raw) as a seccomp filter on the calling
 // thread; see load.Install, which the init calls directly.
 func Install(raw []byte) error { return load.Install(raw) }

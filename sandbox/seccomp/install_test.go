@@ -3,6 +3,8 @@ package seccomp
 import (
 	"strings"
 	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // TestInstallRejectsBadPrograms checks the checks made before the syscall:
@@ -14,7 +16,7 @@ func TestInstallRejectsBadPrograms(t *testing.T) {
 	}{
 		{nil, "0 bytes"},
 		{make([]byte, 7), "7 bytes"},
-		{make([]byte, 8*(maxInsns+1)), "4097 instructions"},
+		{make([]byte, 8*(load.MaxInsns+1)), "4097 instructions"},
 	} {
 		if err := Install(c.raw); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Install(%d bytes): %v, want an error containing %q", len(c.raw), err, c.want)

@@ -22,8 +22,9 @@ import (
 
 // The kernel tests re-execute the test binary (-test.run=^TestHelperChild$)
 // so that the filter, which cannot be removed, lands in a child only. The
-// parent compiles (as the supervisor will), the child only reads raw BPF
-// and calls Install (as the init will).
+// parent loads the filter (as the supervisor does: the build-time golden
+// of a built-in profile, or libseccomp's compile to compare it with), the
+// child only reads raw BPF and calls Install (as the init does).
 const (
 	helperEnv = "NSBOX_SECCOMP_HELPER" // "probe" or "exec"
 	bpfEnv    = "NSBOX_SECCOMP_BPF"    // file holding Program.Raw
@@ -149,8 +150,11 @@ func probes(dir string) []probe {
 	}
 }
 
-// TestKernelProbes installs each compiled profile in a child and checks
-// the errno of each probe, from inside.
+// TestKernelProbes installs each built-in profile in a child and checks
+// the errno of each probe, from inside: the golden a run loads, and what
+// libseccomp compiles from the profile now (the same bytes, which
+// TestLoadFilterBuiltin and gen's TestGoldens check; here they must also
+// behave alike).
 func TestKernelProbes(t *testing.T) {
 	requireFilterMode(t)
 	common := map[string]unix.Errno{
@@ -160,10 +164,20 @@ func TestKernelProbes(t *testing.T) {
 		"personality-addr-no-randomize": unix.EPERM, "personality-query": 0,
 		"syslog": unix.ENOSYS, "nr-1000": unix.ENOSYS,
 	}
-	for profile, inet := range map[string]unix.Errno{"default": 0, "strict": unix.EPERM} {
-		t.Run(profile, func(t *testing.T) {
+	for _, c := range []struct {
+		profile string
+		source  filterSource
+		inet    unix.Errno
+	}{
+		{"default", golden, 0},
+		{"default", compiledNow, 0},
+		{"strict", golden, unix.EPERM},
+		{"strict", compiledNow, unix.EPERM},
+	} {
+		profile, inet := c.profile, c.inet
+		t.Run(profile+"/"+string(c.source), func(t *testing.T) {
 			dir := t.TempDir()
-			out, err := runHelper(t, "probe", profile, dir)
+			out, err := runHelper(t, "probe", c.source, profile, dir)
 			if err != nil {
 				t.Fatalf("helper: %v\n%s", err, out)
 			}
@@ -193,7 +207,8 @@ func TestKernelProbes(t *testing.T) {
 	}
 }
 
-// TestKernelWorkload execs Python under each profile, as the init does,
+// TestKernelWorkload execs Python under each profile's filter as a run
+// loads it (LoadFilter: the golden), as the init does,
 // and runs testdata/workload.py: threads, fork and multiprocessing,
 // subprocess, asyncio, sockets, sqlite3, ssl, compression, mmap, signals,
 // timers, ctypes and (if installed) numpy, plus the denials seen from Python.
@@ -207,7 +222,7 @@ func TestKernelWorkload(t *testing.T) {
 	}
 	for _, profile := range []string{"default", "strict"} {
 		t.Run(profile, func(t *testing.T) {
-			out, err := runHelper(t, "exec", profile, profile)
+			out, err := runHelper(t, "exec", golden, profile, profile)
 			if err != nil || !bytes.Contains(out, []byte("ALL OK")) {
 				t.Fatalf("workload under %s: %v\n%s", profile, err, out)
 			}
@@ -219,11 +234,25 @@ func TestKernelWorkload(t *testing.T) {
 	}
 }
 
-// runHelper compiles profile, hands the raw BPF to a re-executed child and
-// returns its combined output.
-func runHelper(t *testing.T, mode, profile, arg string) ([]byte, error) {
+// filterSource is where runHelper gets a built-in profile's filter.
+type filterSource string
+
+const (
+	golden      filterSource = "golden"     // LoadFilter, as a run does
+	compiledNow filterSource = "libseccomp" // Load and Compile now
+)
+
+// runHelper loads profile's filter from source, hands the raw BPF to a
+// re-executed child and returns its combined output.
+func runHelper(t *testing.T, mode string, source filterSource, profile, arg string) ([]byte, error) {
 	t.Helper()
-	prog, err := mustLoad(t, profile).Compile()
+	var prog *Program
+	var err error
+	if source == golden {
+		prog, err = LoadFilter(profile, "")
+	} else {
+		prog, err = mustLoad(t, profile).Compile()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

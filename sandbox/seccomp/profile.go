@@ -14,10 +14,12 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
-// maxProfileSize bounds what Load reads: the built-in profiles are ~15 KiB.
+// maxProfileSize bounds what Load reads: far above any real profile (the
+// built-in ones are a few percent of it), far below a memory problem.
 const maxProfileSize = 1 << 20
 
 // Profile is a parsed and validated seccomp profile, ready to Compile.
@@ -89,10 +91,16 @@ func readSource(nameOrPath string) (*source, error) {
 		}
 		return &source{name: nameOrPath, source: "seccomp-profiles/" + nameOrPath + ".json (built in)", builtin: true, data: data}, nil
 	default:
-		// A relative path would depend on the caller's cwd: refuse it.
-		return nil, fmt.Errorf("load seccomp profile %q: neither a built-in profile (%s) nor an absolute path",
-			nameOrPath, strings.Join(seccompprofiles.Names(), ", "))
+		return nil, notAProfile(nameOrPath)
 	}
+}
+
+// notAProfile is the error for a profile name that is neither a built-in
+// profile nor an absolute path. A relative path would depend on the
+// caller's cwd: it is refused too.
+func notAProfile(nameOrPath string) error {
+	return fmt.Errorf("load seccomp profile %q: neither a built-in profile (%s) nor an absolute path",
+		nameOrPath, strings.Join(seccompprofiles.Names(), ", "))
 }
 
 // readProfileFile reads a regular file of at most maxProfileSize bytes.
@@ -180,8 +188,8 @@ func parse(name, source string, data []byte) (*Profile, error) {
 	}
 	// Each rule costs at least one instruction: more cannot compile, and
 	// the overlap checks below are quadratic per syscall.
-	if len(rules) > maxInsns {
-		return nil, fail(lineOfKey(data, "syscalls"), "syscalls", "%d rules (one per syscall name): a filter holds at most %d instructions", len(rules), maxInsns)
+	if len(rules) > load.MaxInsns {
+		return nil, fail(lineOfKey(data, "syscalls"), "syscalls", "%d rules (one per syscall name): a filter holds at most %d instructions", len(rules), load.MaxInsns)
 	}
 	if p.plan, err = plan(rules); err != nil {
 		var re *ruleError

@@ -10,41 +10,38 @@ import (
 	libseccomp "github.com/seccomp/libseccomp-golang"
 )
 
-// rawKeyFormat names what Load's first-level key covers and how. Bump it
+// rawKeyFormat names what load's first-level key covers and how. Bump it
 // on any change to what goes into rawKey; a change to parsing, planning or
 // compiling needs no bump, the build ID changes with it.
-const rawKeyFormat = 1
+const rawKeyFormat = 2
 
 // rawKeyDomain starts every first-level key's hash: no sequence fed to a
 // plan key (cacheKey, which starts with the toolchain's 32 bytes) hashes
 // the same bytes.
 const rawKeyDomain = "nsbox seccomp profile bytes"
 
-// Load returns the named profile (as Load names it) compiled for the
-// native architecture. Every run asks for this, and most ask for a profile
-// whose exact bytes an earlier run of the same nsbox binary compiled: Load
-// then reads that entry back without parsing (parsing and planning the
-// default profile costs about 0.65 ms, mostly libseccomp resolving each
-// syscall name). Otherwise it parses, with Load's errors, compiles through
-// Compile (the plan-keyed entry, so a profile that changed only in
-// whitespace or comments still skips libseccomp's BPF generation) and
-// stores the result under the bytes' key too.
+// load returns the profile file at path (absolute) compiled for the native
+// architecture, and what the cache did. A file whose exact bytes an
+// earlier run of the same nsbox binary compiled is read back without
+// parsing: parsing and planning cost a good part of a compile (libseccomp
+// resolves each syscall name). Otherwise it parses, with Load's errors,
+// compiles through compile (the plan-keyed entry, so a profile that
+// changed only in whitespace or comments still skips libseccomp's BPF
+// generation) and stores the result under the bytes' key too.
 //
 // A profile that does not parse is never cached: every call reports the
-// same *ProfileError. As with Compile, the cache's own problems are never
+// same *ProfileError. As with compile, the cache's own problems are never
 // returned.
-func (c Cache) Load(nameOrPath string) (*Program, error) {
-	prog, _, err := c.load(nameOrPath)
-	return prog, err
-}
-
-// load is Load, also reporting what the cache did for the tests.
-func (c Cache) load(nameOrPath string) (*Program, cacheOutcome, error) {
-	// The bytes are read as Load reads them, every time: the built-in
-	// profile from the binary, a file with its checks (regular, size cap).
-	src, err := readSource(nameOrPath)
+func (c fileCache) load(path string) (*Program, cacheOutcome, error) {
+	// The bytes are read as Load reads them, every time, with its checks
+	// (absolute, regular, size cap).
+	src, err := readSource(path)
 	if err != nil {
 		return nil, cacheNoStore, err
+	}
+	if src.builtin {
+		// LoadFilter sends the built-in profiles to their goldens.
+		return nil, cacheNoStore, fmt.Errorf("seccomp: bug: built-in profile %q sent to the file cache", path)
 	}
 	// The profile's hash is both the run record's SHA256 and the part of
 	// the key that stands for the bytes.
@@ -75,15 +72,15 @@ func (c Cache) load(nameOrPath string) (*Program, cacheOutcome, error) {
 	return prog, outcome, nil
 }
 
-// rawKey is the SHA-256 of everything that decides Load's result for the
+// rawKey is the SHA-256 of everything that decides load's result for the
 // bytes of src, whose SHA-256 is sum: the key format, the running binary's
 // Go build ID (standing for every line of the parser, the planner and the
 // compiler), the toolchain (libseccomp as loaded, the kernel's API level,
-// the native architecture: see toolchain), the kind and name of the source,
-// and the bytes (through their SHA-256). ok is false when the build ID
-// cannot be read: without it a changed parser could be answered by an old
-// entry, so Load then parses every time.
-func (c Cache) rawKey(src *source, sum [sha256.Size]byte) (key [sha256.Size]byte, ok bool) {
+// the native architecture: see toolchain), the file's path, and the bytes
+// (through their SHA-256). ok is false when the build ID cannot be read:
+// without it a changed parser could be answered by an old entry, so load
+// then parses every time.
+func (c fileCache) rawKey(src *source, sum [sha256.Size]byte) (key [sha256.Size]byte, ok bool) {
 	get := c.buildID
 	if get == nil {
 		get = buildID
@@ -97,14 +94,6 @@ func (c Cache) rawKey(src *source, sum [sha256.Size]byte) (key [sha256.Size]byte
 	h.u64(rawKeyFormat)
 	h.str(id)
 	h.raw(toolchain())
-	// The same bytes as a built-in profile and as a file compile the
-	// same; keeping them apart costs one entry and keeps each entry's
-	// meaning plain.
-	if src.builtin {
-		h.str("built-in")
-	} else {
-		h.str("file")
-	}
 	h.str(src.name)
 	h.raw(sum[:])
 	return h.sum(), true

@@ -12,23 +12,23 @@ import (
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
-// mustCacheLoad loads name through c, checks the outcome, the bytes
+// mustCacheLoad loads path through c, checks the outcome, the bytes
 // against fresh, and whether anything was parsed.
-func mustCacheLoad(t *testing.T, c Cache, name string, want cacheOutcome, fresh []byte) *Program {
+func mustCacheLoad(t *testing.T, c fileCache, path string, want cacheOutcome, fresh []byte) *Program {
 	t.Helper()
 	before := parses.Load()
-	prog, got, err := c.load(name)
+	prog, got, err := c.load(path)
 	if err != nil {
-		t.Fatalf("Cache.load(%q): %v", name, err)
+		t.Fatalf("fileCache.load(%q): %v", path, err)
 	}
 	if got != want {
-		t.Errorf("Cache.load(%q): outcome %d, want %d", name, got, want)
+		t.Errorf("fileCache.load(%q): outcome %d, want %d", path, got, want)
 	}
 	if parsed := parses.Load() - before; (want == cacheRawHit) != (parsed == 0) {
-		t.Errorf("Cache.load(%q) with outcome %d parsed %d times", name, got, parsed)
+		t.Errorf("fileCache.load(%q) with outcome %d parsed %d times", path, got, parsed)
 	}
 	if !bytes.Equal(prog.Raw, fresh) {
-		t.Errorf("Cache.load(%q): %d bytes differ from a fresh compile's %d", name, len(prog.Raw), len(fresh))
+		t.Errorf("fileCache.load(%q): %d bytes differ from a fresh compile's %d", path, len(prog.Raw), len(fresh))
 	}
 	return prog
 }
@@ -38,36 +38,8 @@ func fixedBuildID(id string) func() (string, error) {
 	return func() (string, error) { return id, nil }
 }
 
-// TestCacheLoadHit checks that the second Load of the same bytes parses
-// nothing and returns what a fresh compile does, with the same Program
-// fields as the parsed path.
-func TestCacheLoadHit(t *testing.T) {
-	if _, err := buildID(); err != nil {
-		t.Fatalf("this test binary's build ID: %v", err)
-	}
-	for _, name := range []string{"default", "strict"} {
-		t.Run(name, func(t *testing.T) {
-			p := mustLoad(t, name)
-			fresh := compileFresh(t, p)
-			c := Cache{Dir: filepath.Join(t.TempDir(), "cache", "seccomp")}
-			first := mustCacheLoad(t, c, name, cacheStored, fresh)
-			hit := mustCacheLoad(t, c, name, cacheRawHit, fresh)
-			hit2 := mustCacheLoad(t, c, name, cacheRawHit, fresh)
-			for _, prog := range []*Program{first, hit, hit2} {
-				if prog.Profile != p.Name || prog.SHA256 != p.SHA256 || prog.Arch != first.Arch || prog.Arch == "" {
-					t.Errorf("program %q %s %q, want %q %s %q", prog.Profile, prog.SHA256, prog.Arch, p.Name, p.SHA256, first.Arch)
-				}
-			}
-			// One plan-keyed entry and one bytes-keyed entry.
-			if entries, _ := os.ReadDir(c.Dir); len(entries) != 2 {
-				t.Errorf("cache dir holds %v, want two entries", entries)
-			}
-		})
-	}
-}
-
 // writeProfile writes data as a profile file and returns its path.
-func writeProfile(t *testing.T, data []byte) string {
+func writeProfile(t testing.TB, data []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "profile.json")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -76,18 +48,59 @@ func writeProfile(t *testing.T, data []byte) string {
 	return path
 }
 
-// TestCacheLoadFileChange checks that a one-byte change to a profile file
-// (a trailing newline) misses the first level, parses, and is answered by
-// the plan-keyed entry the first version stored; and that the first
-// version still hits the first level.
-func TestCacheLoadFileChange(t *testing.T) {
-	data, err := seccompprofiles.Read("default")
+// copyBuiltin writes the built-in profile name to a file, as a user would
+// copy it to start their own, and returns its path.
+func copyBuiltin(t testing.TB, name string) string {
+	t.Helper()
+	data, err := seccompprofiles.Read(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := compileFresh(t, mustLoad(t, "default"))
-	c := Cache{Dir: t.TempDir()}
-	path := writeProfile(t, data)
+	return writeProfile(t, data)
+}
+
+// TestCacheLoadHit checks that the second load of the same bytes parses
+// nothing and returns what a fresh compile does, with the same Program
+// fields as the parsed path.
+func TestCacheLoadHit(t *testing.T) {
+	if _, err := buildID(); err != nil {
+		t.Fatalf("this test binary's build ID: %v", err)
+	}
+	for _, name := range []string{"default", "strict"} {
+		t.Run(name, func(t *testing.T) {
+			path := copyBuiltin(t, name)
+			p := mustLoad(t, path)
+			fresh := compileFresh(t, p)
+			c := fileCache{dir: filepath.Join(t.TempDir(), "cache", "seccomp")}
+			first := mustCacheLoad(t, c, path, cacheStored, fresh)
+			hit := mustCacheLoad(t, c, path, cacheRawHit, fresh)
+			hit2 := mustCacheLoad(t, c, path, cacheRawHit, fresh)
+			for _, prog := range []*Program{first, hit, hit2} {
+				if prog.Profile != p.Name || prog.SHA256 != p.SHA256 || prog.Arch != first.Arch || prog.Arch == "" {
+					t.Errorf("program %q %s %q, want %q %s %q", prog.Profile, prog.SHA256, prog.Arch, p.Name, p.SHA256, first.Arch)
+				}
+			}
+			// One plan-keyed entry and one bytes-keyed entry.
+			if entries, _ := os.ReadDir(c.dir); len(entries) != 2 {
+				t.Errorf("cache dir holds %v, want two entries", entries)
+			}
+		})
+	}
+}
+
+// TestCacheLoadFileChange checks that a one-byte change to a profile file
+// (a trailing newline) misses the first level, parses, and is answered by
+// the plan-keyed entry the first version stored; that the first version
+// still hits the first level; and that the same bytes at another path
+// have their own first-level entry.
+func TestCacheLoadFileChange(t *testing.T) {
+	path := copyBuiltin(t, "default")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := compileFresh(t, mustLoad(t, path))
+	c := fileCache{dir: t.TempDir()}
 	mustCacheLoad(t, c, path, cacheStored, fresh)
 	mustCacheLoad(t, c, path, cacheRawHit, fresh)
 	if err := os.WriteFile(path, append(bytes.Clone(data), '\n'), 0o644); err != nil {
@@ -98,15 +111,15 @@ func TestCacheLoadFileChange(t *testing.T) {
 	if want := mustLoad(t, path).SHA256; changed.SHA256 != want {
 		t.Errorf("SHA256 %s, want the changed file's %s", changed.SHA256, want)
 	}
-	// The built-in profile has the same bytes as the first version but
-	// its own first-level entry.
-	mustCacheLoad(t, c, "default", cacheHit, fresh)
-	mustCacheLoad(t, c, "default", cacheRawHit, fresh)
+	other := writeProfile(t, data)
+	mustCacheLoad(t, c, other, cacheHit, fresh)
+	mustCacheLoad(t, c, other, cacheRawHit, fresh)
 }
 
 // TestCacheLoadBadProfile checks that a profile that does not parse gets
 // the same ProfileError on every call, Load's, and leaves nothing behind;
-// and that refusals before parsing are Load's too.
+// that refusals before parsing are Load's too; and that a built-in
+// profile never reaches the cache.
 func TestCacheLoadBadProfile(t *testing.T) {
 	path := writeProfile(t, []byte("{\n  \"defaultAction\": \"SCMP_ACT_ERRNO\",\n  \"architectures\": [\"SCMP_ARCH_X86_64\"],\n  \"syscalls\": [\n    {\"names\": [\"no_such_syscall\"], \"action\": \"SCMP_ACT_ALLOW\"}\n  ]\n}\n"))
 	_, want := Load(path)
@@ -114,10 +127,10 @@ func TestCacheLoadBadProfile(t *testing.T) {
 	if !errors.As(want, &wantPE) || wantPE.Line != 5 || wantPE.Source != path {
 		t.Fatalf("Load: %v, want a *ProfileError at %s:5", want, path)
 	}
-	c := Cache{Dir: t.TempDir()}
+	c := fileCache{dir: t.TempDir()}
 	for i := range 3 {
 		before := parses.Load()
-		_, err := c.Load(path)
+		_, _, err := c.load(path)
 		var pe *ProfileError
 		if !errors.As(err, &pe) || err.Error() != want.Error() {
 			t.Errorf("call %d: %v, want %v", i, err, want)
@@ -126,16 +139,22 @@ func TestCacheLoadBadProfile(t *testing.T) {
 			t.Errorf("call %d: nothing parsed", i)
 		}
 	}
-	if entries, _ := os.ReadDir(c.Dir); len(entries) != 0 {
+	if entries, _ := os.ReadDir(c.dir); len(entries) != 0 {
 		t.Errorf("cache dir holds %v after a bad profile", entries)
 	}
 
 	for _, name := range []string{"profile.json", "./default", filepath.Join(t.TempDir(), "missing.json"), t.TempDir()} {
 		_, want := Load(name)
-		_, err := c.Load(name)
+		_, _, err := c.load(name)
 		if want == nil || err == nil || err.Error() != want.Error() {
-			t.Errorf("Load(%q): %v, Cache.Load: %v; want the same error", name, want, err)
+			t.Errorf("Load(%q): %v, fileCache.load: %v; want the same error", name, want, err)
 		}
+	}
+	if _, _, err := c.load("default"); err == nil || !strings.Contains(err.Error(), "bug: built-in") {
+		t.Errorf("fileCache.load(\"default\"): %v, want a bug error", err)
+	}
+	if entries, _ := os.ReadDir(c.dir); len(entries) != 0 {
+		t.Errorf("cache dir holds %v", entries)
 	}
 }
 
@@ -144,12 +163,13 @@ func TestCacheLoadBadProfile(t *testing.T) {
 // binary without a readable build ID parses every time and stores no
 // bytes-keyed entry.
 func TestCacheLoadBuildID(t *testing.T) {
-	fresh := compileFresh(t, mustLoad(t, "default"))
-	c := Cache{Dir: t.TempDir(), buildID: fixedBuildID("a/b/c/d")}
-	mustCacheLoad(t, c, "default", cacheStored, fresh)
-	mustCacheLoad(t, c, "default", cacheRawHit, fresh)
+	path := copyBuiltin(t, "default")
+	fresh := compileFresh(t, mustLoad(t, path))
+	c := fileCache{dir: t.TempDir(), buildID: fixedBuildID("a/b/c/d")}
+	mustCacheLoad(t, c, path, cacheStored, fresh)
+	mustCacheLoad(t, c, path, cacheRawHit, fresh)
 
-	src, err := readSource("default")
+	src, err := readSource(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +179,18 @@ func TestCacheLoadBuildID(t *testing.T) {
 	if keyA == keyE {
 		t.Errorf("rawKey is the same for two build IDs")
 	}
-	mustCacheLoad(t, c, "default", cacheHit, fresh)
-	mustCacheLoad(t, c, "default", cacheRawHit, fresh)
+	mustCacheLoad(t, c, path, cacheHit, fresh)
+	mustCacheLoad(t, c, path, cacheRawHit, fresh)
 
 	dir := t.TempDir()
 	for _, broken := range []func() (string, error){
 		func() (string, error) { return "", errors.New("no build id") },
 		fixedBuildID(""),
 	} {
-		c := Cache{Dir: dir, buildID: broken}
-		mustCacheLoad(t, c, "default", cacheStored, fresh)
-		mustCacheLoad(t, c, "default", cacheHit, fresh)
-		mustCacheLoad(t, c, "default", cacheHit, fresh)
+		c := fileCache{dir: dir, buildID: broken}
+		mustCacheLoad(t, c, path, cacheStored, fresh)
+		mustCacheLoad(t, c, path, cacheHit, fresh)
+		mustCacheLoad(t, c, path, cacheHit, fresh)
 		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 			t.Errorf("cache dir holds %v, want only the plan-keyed entry", entries)
 		}

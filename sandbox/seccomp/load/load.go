@@ -45,15 +45,26 @@ func Install(raw []byte) error {
 	return nil
 }
 
-// Decode splits raw into struct sock_filter instructions (u16 code, u8
-// jt, u8 jf, u32 k; native endian), checking what the kernel would reject
-// with a bare EINVAL.
-func Decode(raw []byte) ([]unix.SockFilter, error) {
+// Check reports whether raw has the shape of a program the kernel takes:
+// whole 8-byte instructions, 1 to MaxInsns of them. Every source of a
+// filter (libseccomp, a cache entry, a build-time golden) is checked with
+// it before use, so that a bad program is refused with its size rather
+// than with the kernel's bare EINVAL.
+func Check(raw []byte) error {
 	if len(raw) == 0 || len(raw)%8 != 0 {
-		return nil, fmt.Errorf("program is %d bytes: want a non-zero multiple of 8 (struct sock_filter)", len(raw))
+		return fmt.Errorf("program is %d bytes: want a non-zero multiple of 8 (struct sock_filter)", len(raw))
 	}
 	if n := len(raw) / 8; n > MaxInsns {
-		return nil, fmt.Errorf("program has %d instructions: the kernel takes at most %d", n, MaxInsns)
+		return fmt.Errorf("program has %d instructions: the kernel takes at most %d", n, MaxInsns)
+	}
+	return nil
+}
+
+// Decode splits raw into struct sock_filter instructions (u16 code, u8
+// jt, u8 jf, u32 k; native endian), checking it first (Check).
+func Decode(raw []byte) ([]unix.SockFilter, error) {
+	if err := Check(raw); err != nil {
+		return nil, err
 	}
 	prog := make([]unix.SockFilter, len(raw)/8)
 	for i := range prog {
