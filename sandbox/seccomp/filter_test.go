@@ -158,15 +158,3 @@ func TestLoadFilterFile(t *testing.T) {
 		}
 	}
 }
-
-// TestCacheWrapper checks the former entry point: it is LoadFilter.
-func TestCacheWrapper(t *testing.T) {
-	prog, err := Cache{Dir: t.TempDir()}.Load("strict")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := LoadFilter("strict", "")
-	if err != nil || !bytes.Equal(prog.Raw, want.Raw) {
-		t.Errorf("Cache.Load(strict): %d bytes, LoadFilter: %v", len(prog.Raw), err)
-	}
-}

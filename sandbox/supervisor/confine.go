@@ -45,15 +45,15 @@ func (sb *Sandbox) active() *result.Sandbox {
 	return s
 }
 
-// loadFilter returns the raw seccomp filter of profile (a built-in name
-// or an absolute path; "" for none), compiled for this machine. Compiled
-// filters are cached in the state directory (see seccomp.Cache).
+// loadFilter returns the raw seccomp filter of profile, "" for none: a
+// built-in profile's was compiled when nsbox was built; a user's profile
+// (an absolute path) is compiled for this machine, through a cache in the
+// state directory (see seccomp.LoadFilter).
 func loadFilter(profile, stateDir string) ([]byte, error) {
 	if profile == "" {
 		return nil, nil
 	}
-	cache := seccomp.Cache{Dir: filepath.Join(stateDir, "cache", "seccomp")}
-	prog, err := cache.Load(profile)
+	prog, err := seccomp.LoadFilter(profile, filepath.Join(stateDir, "cache", "seccomp"))
 	if err != nil {
 		return nil, err
 	}

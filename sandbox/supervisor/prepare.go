@@ -66,9 +66,10 @@ func (sb *Sandbox) Prepare() error {
 	}
 	tr.Mark("workspace")
 
-	// The seccomp filter, compiled for this machine, so that the process
-	// that becomes the sandbox only loads it (one system call) and a bad
-	// profile refuses the run before the init exists.
+	// The seccomp filter, compiled before the init exists (a built-in
+	// profile when nsbox was built), so that the process that becomes the
+	// sandbox only loads it (one system call) and a bad profile refuses
+	// the run before anything runs.
 	filter, err := loadFilter(pl.Seccomp, sb.o.StateDir)
 	if err != nil {
 		return sb.fail("seccomp", err)
