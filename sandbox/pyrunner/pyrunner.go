@@ -12,8 +12,10 @@ import (
 	"strings"
 )
 
-// Source is the runner, passed to the interpreter with -c.
+// Source is the runner as it ships: the modules of runner/ bundled into
+// one file by internal/bundle.
 //
+//go:generate go run ./internal/bundle -o runner.py runner
 //go:embed runner.py
 var Source string
 
