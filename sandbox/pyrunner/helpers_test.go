@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +25,42 @@ const python = "/usr/bin/python3.11"
 // mustWork reports whether a missing interpreter must fail the tests rather
 // than skip them (CI sets NSBOX_MUST_WORK=1).
 func mustWork() bool { return os.Getenv("NSBOX_MUST_WORK") == "1" }
+
+// testDir holds what the tests share: the compiled runner.
+var testDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pyrunner-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var compiled struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// runnerPyc returns the runner compiled as a root's builder compiles it,
+// the only form it starts from.
+func runnerPyc(t *testing.T) string {
+	t.Helper()
+	requirePython(t)
+	compiled.once.Do(func() {
+		compiled.path = filepath.Join(testDir, "runner.pyc")
+		compiled.err = Compile(context.Background(), python, compiled.path)
+	})
+	if compiled.err != nil {
+		t.Fatal(compiled.err)
+	}
+	return compiled.path
+}
 
 func requirePython(t *testing.T) {
 	t.Helper()
@@ -59,9 +98,9 @@ func runProgram(t *testing.T, cfg Config, program, dir string) result {
 		dir = t.TempDir()
 	}
 	cfg.ReportFD = 3
-	argv, err := Argv(python, cfg)
+	argv, err := ArgvCompiled(python, runnerPyc(t), cfg)
 	if err != nil {
-		t.Fatalf("Argv: %v", err)
+		t.Fatalf("ArgvCompiled: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -152,12 +191,11 @@ func runnerFuncs(t *testing.T) []string {
 	return names
 }
 
-// assertNoRunnerFrames fails if stderr shows a frame of the runner. The
-// runner's file is "<string>", which is also the file of code the program
-// execs: userExecs says the program does.
-func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
+// assertNoRunnerFrames fails if stderr shows a frame of the runner: its
+// file (SourceName) or one of its functions.
+func assertNoRunnerFrames(t *testing.T, stderr string) {
 	t.Helper()
-	if !userExecs && strings.Contains(stderr, `File "<string>"`) {
+	if strings.Contains(stderr, `File "`+SourceName+`"`) {
 		t.Errorf("traceback shows the runner's file:\n%s", stderr)
 	}
 	for _, f := range runnerFuncs(t) {
@@ -171,7 +209,7 @@ func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
 // program; it returns stdout and stderr together.
 func execRunner(t *testing.T, config string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(python, "-S", "-s", "-P", "-c", Source, config)
+	cmd := exec.Command(python, append(append([]string{}, flags...), runnerPyc(t), config)...)
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -1,9 +1,7 @@
 package pyrunner
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,35 +136,26 @@ func isModuleName(s string) bool {
 
 // flags are the interpreter's options: -S (no site: the runner does site's
 // work for nsbox's venv itself, cheaper, and runs the real site.main()
-// for any other layout), -s (no user site-packages), -P (no script or
-// current directory in sys.path).
+// for any other layout), -s (no user site-packages), -P (no script
+// directory, here the compiled runner's, in sys.path).
 var flags = []string{"-S", "-s", "-P"}
 
-// Argv returns the interpreter's command line for c:
-// [interp, "-S", "-s", "-P", "-c", Source, <config JSON>].
+// Argv used to pass the runner's source with -c, compiled on every run.
+// The runner now starts only from the root's compiled copy.
+//
+// Deprecated: use ArgvCompiled with CompiledPath; a root without that file
+// was built for another nsbox and must be rebuilt. Argv always fails.
 func Argv(interp string, c Config) ([]string, error) {
-	cfg, err := encodeConfig(interp, c)
-	if err != nil {
-		return nil, err
-	}
-	return append(append([]string{interp}, flags...), "-c", Source, cfg), nil
+	return nil, fmt.Errorf("pyrunner: the root lacks this nsbox's compiled runner %s: rebuild the root", CompiledPath())
 }
 
-// CompiledPath is where a root keeps the runner compiled for its own
-// interpreter (an unchecked-hash .pyc, written by the rootfs builder and
-// listed in the root's manifest). The name carries the hash of Source, so
-// a root built with another runner simply lacks this file and runs fall
-// back to Argv. Passed with -c, the 39 KB runner is compiled on every run
-// (about 25 ms); the .pyc is loaded instead.
-func CompiledPath() string {
-	sum := sha256.Sum256([]byte(Source))
-	return "/usr/lib/nsbox/runner-" + hex.EncodeToString(sum[:8]) + ".pyc"
-}
-
-// ArgvCompiled is Argv for a root that has CompiledPath:
-// [interp, "-S", "-s", "-P", pyc, <config JSON>]. -P keeps the .pyc's
-// directory out of sys.path.
+// ArgvCompiled returns the interpreter's command line for c, with pyc the
+// root's compiled runner (CompiledPath):
+// [interp, "-S", "-s", "-P", pyc, <config JSON>].
 func ArgvCompiled(interp, pyc string, c Config) ([]string, error) {
+	if pyc == "" {
+		return nil, errors.New("pyrunner: no compiled runner")
+	}
 	cfg, err := encodeConfig(interp, c)
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func TestSyntaxErrors(t *testing.T) {
 				!strings.Contains(r.stderr, tc.msg) || !strings.Contains(r.report.SyntaxDetail, "SyntaxError") {
 				t.Errorf("stderr or detail lacks %q\n%s", tc.msg, r)
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }
@@ -119,7 +119,7 @@ func TestTracebacks(t *testing.T) {
 					t.Errorf("stderr lacks %q\n%s", w, r.stderr)
 				}
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }
@@ -212,7 +212,7 @@ func TestExits(t *testing.T) {
 				strings.Contains(r.stdout, "not reached") {
 				t.Errorf("want exit %d signal %d\n%s", tc.exit, tc.sig, r)
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }

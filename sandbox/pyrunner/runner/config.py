@@ -32,7 +32,7 @@ def _fail(msg):
 
 def _load_config(argv):
     if len(argv) != 2:
-        _fail("usage: python -c <runner> <config JSON>")
+        _fail("usage: python -S -s -P <runner .pyc> <config JSON>")
     try:
         c = _json_value(compile(argv[1], "<config>", "eval", _ast.PyCF_ONLY_AST).body)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
