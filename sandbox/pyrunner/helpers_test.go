@@ -72,6 +72,12 @@ func requirePython(t *testing.T) {
 	}
 }
 
+// sandboxWritable is Config.WritableDirs as the supervisor passes it: where
+// the OS sandbox lets the program write. The tests' temporary directories
+// lie under /tmp, so code a program writes there is its own, as in a
+// sandbox.
+var sandboxWritable = []string{"/workspace", "/tmp", "/dev/shm"}
+
 // result is one finished run of the runner.
 type result struct {
 	exit     int // exit status; -1 when killed by a signal
@@ -98,6 +104,9 @@ func runProgram(t *testing.T, cfg Config, program, dir string) result {
 		dir = t.TempDir()
 	}
 	cfg.ReportFD = 3
+	if cfg.WritableDirs == nil {
+		cfg.WritableDirs = sandboxWritable
+	}
 	argv, err := ArgvCompiled(python, runnerPyc(t), cfg)
 	if err != nil {
 		t.Fatalf("ArgvCompiled: %v", err)
@@ -205,12 +214,18 @@ func assertNoRunnerFrames(t *testing.T, stderr string) {
 	}
 }
 
-// execRunner runs the runner with a raw config argument and an empty
-// program; it returns stdout and stderr together.
+// execRunner runs the runner with a raw config argument, an empty program
+// and /dev/null as fd 3; it returns stdout and stderr together.
 func execRunner(t *testing.T, config string) (string, error) {
 	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
 	cmd := exec.Command(python, append(append([]string{}, flags...), runnerPyc(t), config)...)
 	cmd.Stdin = strings.NewReader("")
+	cmd.ExtraFiles = []*os.File{null}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -3,21 +3,26 @@ package pyrunner
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestArgvCompiled(t *testing.T) {
 	pyc := CompiledPath()
-	argv, err := ArgvCompiled("/usr/bin/python3.11", pyc, Config{Mode: ModeRun, ReportFD: 3})
+	argv, err := ArgvCompiled("/usr/bin/python3.11", pyc, Config{Mode: ModeRun, ReportFD: 3,
+		WritableDirs: []string{"/workspace"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(argv) != 6 || !reflect.DeepEqual(argv[:5], []string{"/usr/bin/python3.11", "-S", "-s", "-P", pyc}) {
 		t.Fatalf("argv %q", argv)
 	}
+	// The protocol's constants come from Go, whatever the caller set.
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
-		`"report_fd":3,"filename":"<program>"}`
+		`"report_fd":3,"filename":"<program>","writable_dirs":["/workspace"],` +
+		`"max_violation_lines":1000,"exit_policy_violation":126,"exit_syntax_error":1}`
 	if argv[5] != want {
 		t.Errorf("config\n got %s\nwant %s", argv[5], want)
 	}
@@ -36,7 +41,7 @@ func TestArgvCompiled(t *testing.T) {
 		got["mode"] != "check" || !reflect.DeepEqual(got["writable_dirs"], []any{"/out"}) {
 		t.Errorf("config %s", argv[5])
 	}
-	if _, err := ArgvCompiled("python", "", Config{Mode: ModeRun, ReportFD: 3}); err == nil {
+	if _, err := ArgvCompiled("python", "", Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/w"}}); err == nil {
 		t.Error("ArgvCompiled accepted no runner")
 	}
 }
@@ -51,7 +56,7 @@ func TestNoSourceStart(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Mode: ModeRun, ReportFD: 3}
+	ok := Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/workspace"}}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
@@ -63,6 +68,8 @@ func TestConfigValidate(t *testing.T) {
 		{with(ok, func(c *Config) { c.DenyBuiltins = []string{"print"} }), "deny_builtins"},
 		{with(ok, func(c *Config) { c.DenyEvents = []string{" os.system"} }), "deny_events"},
 		{with(ok, func(c *Config) { c.WritableDirs = []string{"tmp"} }), "writable_dirs"},
+		{with(ok, func(c *Config) { c.WritableDirs = nil }), "writable_dirs: required"},
+		{with(ok, func(c *Config) { c.WritableDirs = []string{} }), "writable_dirs: required"},
 		{with(ok, func(c *Config) { c.Filename = "a\x00b" }), "filename"},
 	} {
 		err := tc.cfg.Validate()
@@ -77,8 +84,21 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("ArgvCompiled accepted no interpreter")
 	}
 	full := Config{Mode: ModeRun, Allow: DatasciAllow, DenyBuiltins: StrictDenyBuiltins,
-		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3}
+		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3, WritableDirs: []string{"/workspace"}}
 	if err := full.Validate(); err != nil {
 		t.Errorf("shipped lists: %v", err)
+	}
+}
+
+// TestExitRunnerMirrored: the runner needs ExitRunnerError before it has
+// read its config, so its source states it (EXIT_RUNNER); the one
+// constant the two sides both write must be equal.
+func TestExitRunnerMirrored(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^EXIT_RUNNER = (\d+)\b`).FindAllStringSubmatch(Source, -1)
+	if len(m) != 1 {
+		t.Fatalf("want one EXIT_RUNNER assignment in the runner, found %d", len(m))
+	}
+	if m[0][1] != strconv.Itoa(ExitRunnerError) {
+		t.Errorf("runner's EXIT_RUNNER is %s, pyrunner.ExitRunnerError is %d", m[0][1], ExitRunnerError)
 	}
 }

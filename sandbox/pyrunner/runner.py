@@ -148,17 +148,16 @@ A bad config is the supervisor's bug, never the program's: the runner
 stops with EXIT_RUNNER before writing anything to the report.
 """
 
-EXIT_SYNTAX = 1
+# The one exit code the runner needs before it has read the config; Go's
+# pyrunner.ExitRunnerError, which a Go test keeps equal to this one.
 EXIT_RUNNER = 125  # bad config or report fd: a supervisor bug, not the program's
-EXIT_POLICY = 126
-MAX_LINES = 1000  # report lines per phase; more are counted, not written
 
-KNOWN_BUILTINS = frozenset((
-    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
-    "vars", "globals", "locals", "open"))
+# Every key is required: the values, and the constants of the protocol
+# (the cap on report lines, the exit codes), all come from Go.
 CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
-    "report_fd", "filename", "writable_dirs"))
+    "report_fd", "filename", "writable_dirs", "max_violation_lines",
+    "exit_policy_violation", "exit_syntax_error"))
 
 
 def _fail(msg):
@@ -180,43 +179,54 @@ def _load_config(argv):
     unknown = sorted(set(c) - CONFIG_KEYS)
     if unknown:
         _fail("unknown config keys: %s" % ", ".join(unknown))
+    missing = sorted(CONFIG_KEYS - set(c))
+    if missing:
+        _fail("missing config keys: %s" % ", ".join(missing))
 
     def strings(key):
-        v = c.get(key)
+        """A list of strings, or None for null."""
+        v = c[key]
         if v is None:
             return None
         if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
             _fail("%s: want a list of strings" % key)
         return v
 
+    def integer(key, low, high):
+        v = c[key]
+        if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+            _fail("%s: want an integer from %d to %d, not %r" % (key, low, high, v))
+        return v
+
     cfg = _Config()
-    cfg.mode = c.get("mode")
+    cfg.mode = c["mode"]
     if cfg.mode not in ("run", "check"):
         _fail("mode: want \"run\" or \"check\", not %r" % (cfg.mode,))
     allow = strings("allow")
     # __future__ is a compiler directive, never a way out: always allowed.
     cfg.allow = None if allow is None else frozenset(allow) | {"__future__"}
     cfg.allow_listed = sorted(allow or ())
+    # Go decides which builtins a policy may deny; any builtin can be.
     cfg.deny_builtins = frozenset(strings("deny_builtins") or ())
-    bad = sorted(cfg.deny_builtins - KNOWN_BUILTINS)
+    bad = sorted(n for n in cfg.deny_builtins if n not in builtins.__dict__)
     if bad:
-        _fail("deny_builtins: unknown names: %s" % ", ".join(bad))
+        _fail("deny_builtins: not builtins: %s" % ", ".join(bad))
     cfg.deny_events = frozenset(strings("deny_events") or ())
-    cfg.strict = c.get("strict_attrs", False)
+    cfg.strict = c["strict_attrs"]
     if not isinstance(cfg.strict, bool):
         _fail("strict_attrs: want a boolean")
-    cfg.fd = c.get("report_fd")
-    if not isinstance(cfg.fd, int) or isinstance(cfg.fd, bool) or cfg.fd < 3:
-        _fail("report_fd: want an open fd >= 3")
-    cfg.filename = c.get("filename") or "<program>"
-    if not isinstance(cfg.filename, str):
-        _fail("filename: want a string")
+    cfg.fd = integer("report_fd", 3, 1 << 30)
+    cfg.filename = c["filename"]
+    if not isinstance(cfg.filename, str) or not cfg.filename:
+        _fail("filename: want a non-empty string")
     dirs = strings("writable_dirs")
-    dirs = ["/workspace", "/tmp"] if dirs is None else dirs
-    if not all(d.startswith("/") for d in dirs):
-        _fail("writable_dirs: want absolute paths")
+    if dirs is None or not all(d.startswith("/") for d in dirs):
+        _fail("writable_dirs: want a list of absolute paths")
     cfg.writable_dirs = dirs
     cfg.writable = tuple(_realpath(d) for d in dirs)
+    cfg.max_lines = integer("max_violation_lines", 1, 1 << 30)
+    cfg.exit_policy = integer("exit_policy_violation", 1, 255)
+    cfg.exit_syntax = integer("exit_syntax_error", 1, 255)
     return cfg
 
 
@@ -285,10 +295,10 @@ def _uesc(n):
 
 class _Report:
     """The report channel: a private fd, written with posix.write bound at
-    start-up. Runtime lines are de-duplicated and capped so a loop cannot
-    fill the pipe."""
+    start-up. Runtime lines are de-duplicated and capped (max_lines, from
+    the config) so a loop cannot fill the pipe."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, max_lines):
         try:
             st = posix.fstat(fd)
             posix.set_inheritable(fd, False)  # no child process gets it
@@ -296,6 +306,7 @@ class _Report:
             _fail("report_fd %d: %s" % (fd, e))
         self.fd = fd
         self.ident = (st.st_dev, st.st_ino)
+        self.max_lines = max_lines
         self.seen = set()
         self.runtime = 0
 
@@ -312,9 +323,13 @@ class _Report:
         self.line((("kind", kind), ("name", name), ("line", line),
                    ("col", col), ("detail", detail)))
 
+    def full(self):
+        """Whether the runtime lines reached the cap."""
+        return self.runtime >= self.max_lines
+
     def runtime_violation(self, kind, name, line, col, detail):
         key = (kind, name, line, col)
-        if key in self.seen or self.runtime >= MAX_LINES:
+        if key in self.seen or self.full():
             return
         self.seen.add(key)
         self.runtime += 1
@@ -367,13 +382,13 @@ def _static(cfg, report, src):
                      ("detail", "%s: %s" % (type(e).__name__, e.msg))))
         e.__traceback__ = None
         _real_import("traceback").print_exception(type(e), e, None)
-        sys.exit(EXIT_SYNTAX)
+        sys.exit(cfg.exit_syntax)
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
     _check(tree, cfg, found)
     found = sorted({(l, c, k, n, d) for k, n, l, c, d in found})
-    for line, col, kind, name, detail in found[:MAX_LINES]:
+    for line, col, kind, name, detail in found[:cfg.max_lines]:
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
     if not found:
         report.line((("static", "ok"),))
@@ -388,7 +403,7 @@ def _static(cfg, report, src):
     if len(found) > 20:
         w("  ... and %d more\n" % (len(found) - 20))
     sys.stderr.flush()
-    sys.exit(EXIT_POLICY)
+    sys.exit(cfg.exit_policy)
 
 
 def _walk(tree):
@@ -908,7 +923,7 @@ def _where(frame):
 
 
 def _violate(kind, name, detail, frame):
-    if _State.report.runtime >= MAX_LINES:
+    if _State.report.full():
         return  # a loop hitting the same refusal: stop paying for positions
     line, col = _where(frame)
     _State.report.runtime_violation(kind, name, line, col, detail)
@@ -1426,8 +1441,7 @@ Stdlib only, Python 3.11, built-in and frozen modules only (bound.py).
 def _run(cfg, report, code, lines):
     _State.cfg, _State.report, _State.lines = cfg, report, lines
     _State.user_files = {cfg.filename}
-    _State.code_dirs = tuple(sorted(set(cfg.writable) | {
-        _realpath(d) for d in ("/workspace", "/tmp", "/dev/shm")}))
+    _State.code_dirs = tuple(sorted(set(cfg.writable)))
     if cfg.allow is not None:
         _State.subst.update({("importlib", "import_module"): _guard_import_module,
                              ("importlib", "__import__"): _guard_importlib_import})
@@ -1468,7 +1482,7 @@ def _run(cfg, report, code, lines):
 def _main():
     _site()
     cfg = _load_config(sys.argv)
-    report = _Report(cfg.fd)
+    report = _Report(cfg.fd, cfg.max_lines)
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")
     src = sys.stdin.buffer.read()  # all of it: the program then sees EOF

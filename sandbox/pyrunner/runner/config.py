@@ -5,22 +5,22 @@ stops with EXIT_RUNNER before writing anything to the report.
 """
 
 import _ast
-import sys
+import builtins
 import posix
+import sys
 
 from .paths import _realpath
 
-EXIT_SYNTAX = 1
+# The one exit code the runner needs before it has read the config; Go's
+# pyrunner.ExitRunnerError, which a Go test keeps equal to this one.
 EXIT_RUNNER = 125  # bad config or report fd: a supervisor bug, not the program's
-EXIT_POLICY = 126
-MAX_LINES = 1000  # report lines per phase; more are counted, not written
 
-KNOWN_BUILTINS = frozenset((
-    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
-    "vars", "globals", "locals", "open"))
+# Every key is required: the values, and the constants of the protocol
+# (the cap on report lines, the exit codes), all come from Go.
 CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
-    "report_fd", "filename", "writable_dirs"))
+    "report_fd", "filename", "writable_dirs", "max_violation_lines",
+    "exit_policy_violation", "exit_syntax_error"))
 
 
 def _fail(msg):
@@ -42,43 +42,54 @@ def _load_config(argv):
     unknown = sorted(set(c) - CONFIG_KEYS)
     if unknown:
         _fail("unknown config keys: %s" % ", ".join(unknown))
+    missing = sorted(CONFIG_KEYS - set(c))
+    if missing:
+        _fail("missing config keys: %s" % ", ".join(missing))
 
     def strings(key):
-        v = c.get(key)
+        """A list of strings, or None for null."""
+        v = c[key]
         if v is None:
             return None
         if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
             _fail("%s: want a list of strings" % key)
         return v
 
+    def integer(key, low, high):
+        v = c[key]
+        if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+            _fail("%s: want an integer from %d to %d, not %r" % (key, low, high, v))
+        return v
+
     cfg = _Config()
-    cfg.mode = c.get("mode")
+    cfg.mode = c["mode"]
     if cfg.mode not in ("run", "check"):
         _fail("mode: want \"run\" or \"check\", not %r" % (cfg.mode,))
     allow = strings("allow")
     # __future__ is a compiler directive, never a way out: always allowed.
     cfg.allow = None if allow is None else frozenset(allow) | {"__future__"}
     cfg.allow_listed = sorted(allow or ())
+    # Go decides which builtins a policy may deny; any builtin can be.
     cfg.deny_builtins = frozenset(strings("deny_builtins") or ())
-    bad = sorted(cfg.deny_builtins - KNOWN_BUILTINS)
+    bad = sorted(n for n in cfg.deny_builtins if n not in builtins.__dict__)
     if bad:
-        _fail("deny_builtins: unknown names: %s" % ", ".join(bad))
+        _fail("deny_builtins: not builtins: %s" % ", ".join(bad))
     cfg.deny_events = frozenset(strings("deny_events") or ())
-    cfg.strict = c.get("strict_attrs", False)
+    cfg.strict = c["strict_attrs"]
     if not isinstance(cfg.strict, bool):
         _fail("strict_attrs: want a boolean")
-    cfg.fd = c.get("report_fd")
-    if not isinstance(cfg.fd, int) or isinstance(cfg.fd, bool) or cfg.fd < 3:
-        _fail("report_fd: want an open fd >= 3")
-    cfg.filename = c.get("filename") or "<program>"
-    if not isinstance(cfg.filename, str):
-        _fail("filename: want a string")
+    cfg.fd = integer("report_fd", 3, 1 << 30)
+    cfg.filename = c["filename"]
+    if not isinstance(cfg.filename, str) or not cfg.filename:
+        _fail("filename: want a non-empty string")
     dirs = strings("writable_dirs")
-    dirs = ["/workspace", "/tmp"] if dirs is None else dirs
-    if not all(d.startswith("/") for d in dirs):
-        _fail("writable_dirs: want absolute paths")
+    if dirs is None or not all(d.startswith("/") for d in dirs):
+        _fail("writable_dirs: want a list of absolute paths")
     cfg.writable_dirs = dirs
     cfg.writable = tuple(_realpath(d) for d in dirs)
+    cfg.max_lines = integer("max_violation_lines", 1, 1 << 30)
+    cfg.exit_policy = integer("exit_policy_violation", 1, 255)
+    cfg.exit_syntax = integer("exit_syntax_error", 1, 255)
     return cfg
 
 

@@ -82,7 +82,6 @@ import sys
 
 from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _STDLIB, _dict_get,
                     _get_ident, _getframe, _ModuleType, _modules, _real_import)
-from .config import MAX_LINES
 from .paths import _abspath, _fsdecode, _realpath
 from .static import _char_col, _check, _import_detail, _relative_detail, _top
 
@@ -229,7 +228,7 @@ def _where(frame):
 
 
 def _violate(kind, name, detail, frame):
-    if _State.report.runtime >= MAX_LINES:
+    if _State.report.full():
         return  # a loop hitting the same refusal: stop paying for positions
     line, col = _where(frame)
     _State.report.runtime_violation(kind, name, line, col, detail)

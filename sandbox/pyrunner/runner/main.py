@@ -23,7 +23,6 @@ import sys
 from .bound import _ModuleType, _modules
 from .config import _fail, _load_config
 from .guard import _RG, _State, _hook, _plant_lines
-from .paths import _realpath
 from .report import _Report
 from .static import _static
 from .tracebacks import _print_exception
@@ -35,8 +34,7 @@ from .views import (_FORMATTER, _attrgetter, _guard_import_module,
 def _run(cfg, report, code, lines):
     _State.cfg, _State.report, _State.lines = cfg, report, lines
     _State.user_files = {cfg.filename}
-    _State.code_dirs = tuple(sorted(set(cfg.writable) | {
-        _realpath(d) for d in ("/workspace", "/tmp", "/dev/shm")}))
+    _State.code_dirs = tuple(sorted(set(cfg.writable)))
     if cfg.allow is not None:
         _State.subst.update({("importlib", "import_module"): _guard_import_module,
                              ("importlib", "__import__"): _guard_importlib_import})
@@ -77,7 +75,7 @@ def _run(cfg, report, code, lines):
 def _main():
     _site()
     cfg = _load_config(sys.argv)
-    report = _Report(cfg.fd)
+    report = _Report(cfg.fd, cfg.max_lines)
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")
     src = sys.stdin.buffer.read()  # all of it: the program then sees EOF

@@ -4,7 +4,7 @@ documents the protocol and parses it)."""
 import posix
 
 from .bound import _write
-from .config import MAX_LINES, _fail
+from .config import _fail
 
 _ESC = {i: "\\u%04x" % i for i in (*range(32), 0x7f)}
 _ESC.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n",
@@ -30,10 +30,10 @@ def _uesc(n):
 
 class _Report:
     """The report channel: a private fd, written with posix.write bound at
-    start-up. Runtime lines are de-duplicated and capped so a loop cannot
-    fill the pipe."""
+    start-up. Runtime lines are de-duplicated and capped (max_lines, from
+    the config) so a loop cannot fill the pipe."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, max_lines):
         try:
             st = posix.fstat(fd)
             posix.set_inheritable(fd, False)  # no child process gets it
@@ -41,6 +41,7 @@ class _Report:
             _fail("report_fd %d: %s" % (fd, e))
         self.fd = fd
         self.ident = (st.st_dev, st.st_ino)
+        self.max_lines = max_lines
         self.seen = set()
         self.runtime = 0
 
@@ -57,9 +58,13 @@ class _Report:
         self.line((("kind", kind), ("name", name), ("line", line),
                    ("col", col), ("detail", detail)))
 
+    def full(self):
+        """Whether the runtime lines reached the cap."""
+        return self.runtime >= self.max_lines
+
     def runtime_violation(self, kind, name, line, col, detail):
         key = (kind, name, line, col)
-        if key in self.seen or self.runtime >= MAX_LINES:
+        if key in self.seen or self.full():
             return
         self.seen.add(key)
         self.runtime += 1

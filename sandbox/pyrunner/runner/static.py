@@ -9,7 +9,6 @@ import _ast
 import sys
 
 from .bound import _AST, _real_import
-from .config import EXIT_POLICY, EXIT_SYNTAX, MAX_LINES
 
 # Names that hand out the interpreter's machinery (strict_attrs, static).
 HIDDEN_NAMES = frozenset(("__builtins__", "__loader__", "__spec__"))
@@ -47,13 +46,13 @@ def _static(cfg, report, src):
                      ("detail", "%s: %s" % (type(e).__name__, e.msg))))
         e.__traceback__ = None
         _real_import("traceback").print_exception(type(e), e, None)
-        sys.exit(EXIT_SYNTAX)
+        sys.exit(cfg.exit_syntax)
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
     _check(tree, cfg, found)
     found = sorted({(l, c, k, n, d) for k, n, l, c, d in found})
-    for line, col, kind, name, detail in found[:MAX_LINES]:
+    for line, col, kind, name, detail in found[:cfg.max_lines]:
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
     if not found:
         report.line((("static", "ok"),))
@@ -68,7 +67,7 @@ def _static(cfg, report, src):
     if len(found) > 20:
         w("  ... and %d more\n" % (len(found) - 20))
     sys.stderr.flush()
-    sys.exit(EXIT_POLICY)
+    sys.exit(cfg.exit_policy)
 
 
 def _walk(tree):

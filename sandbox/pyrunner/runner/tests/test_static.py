@@ -24,7 +24,8 @@ def config(**over):
     """A config as the Go side writes it, through the runner's own reader."""
     doc = {"mode": "run", "allow": ALLOW, "deny_builtins": None, "deny_events": None,
            "strict_attrs": False, "report_fd": 3, "filename": "<program>",
-           "writable_dirs": ["/workspace", "/tmp", "/dev/shm"]}
+           "writable_dirs": ["/workspace", "/tmp", "/dev/shm"], "max_violation_lines": 1000,
+           "exit_policy_violation": 126, "exit_syntax_error": 1}
     doc.update(over)
     return _load_config(["runner", json.dumps(doc)])
 
@@ -201,7 +202,7 @@ class StaticPhase(unittest.TestCase):
         """(exit code or None, report lines, stderr, returned value)."""
         with tempfile.TemporaryFile() as f:
             cfg = config(report_fd=f.fileno(), **over)
-            report = _Report(cfg.fd)
+            report = _Report(cfg.fd, cfg.max_lines)
             err = io.StringIO()
             code, ret = None, None
             with contextlib.redirect_stderr(err):
@@ -241,14 +242,19 @@ class StaticPhase(unittest.TestCase):
         self.assertEqual(len(lines), 3)  # two positions, one status line
 
     def test_cap(self):
-        n = 1005
-        src = "".join("import os%d\n" % i for i in range(n)).encode()
-        code, lines, err, _ = self.run_static(src)
+        src = "".join("import os%d\n" % i for i in range(25)).encode()
+        code, lines, err, _ = self.run_static(src, max_violation_lines=3)
         self.assertEqual(code, 126)
-        self.assertEqual(len(lines), 1000 + 1)
-        self.assertEqual(lines[-1], {"static": "violations", "count": n})
-        self.assertEqual(lines[-2]["name"], "os999")
-        self.assertIn("... and %d more" % (n - 20), err)
+        self.assertEqual([l.get("name") for l in lines], ["os0", "os1", "os2", None])
+        self.assertEqual(lines[-1], {"static": "violations", "count": 25})
+        self.assertIn("line 20, col 7: import of 'os19'", err)  # stderr shows 20
+        self.assertIn("... and 5 more", err)
+
+    def test_exit_codes_from_the_config(self):
+        code, _, _, _ = self.run_static(b"import os\n", exit_policy_violation=99)
+        self.assertEqual(code, 99)
+        code, _, _, _ = self.run_static(b"def f(:\n", exit_syntax_error=98)
+        self.assertEqual(code, 98)
 
     def test_syntax_errors(self):
         for src, line, col, msg in [
