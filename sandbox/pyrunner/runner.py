@@ -723,19 +723,19 @@ sandboxes tests/allowlist_test.go and tests/site_test.go:
 sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
 -run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation' ./tests/
 
-1. Names bound at start-up. Whatever the checks call while the program
-   runs is bound before the program's first line (bound.py, and the
-   module-level names here and in views.py), never looked up at call time
-   on a module the program can reach: a program that replaces posix.write,
+1. Names bound at start-up. Whatever the checks call while the program runs
+   is bound before the program's first line (bound.py, and the module-level
+   names here and in views.py), never looked up at call time on a module
+   the program can reach: a program that replaces posix.write,
    sys._getframe, builtins.__import__ or operator.attrgetter changes what
    it calls, not what the runner calls. The lookups left on posix and sys
-   (posix.stat in the open check, sys.stderr) reach modules that only a
-   policy allowing os, posix or sys hands over, and such a policy lets the
-   program write the report fd anyway (doc.go, Limits). What is taken on
-   first use (importlib.import_module, string.Formatter.get_field, the
-   code of ast.parse, linecache) comes from the real modules, and a
-   program that swapped it first changes only what its own checked call
-   then runs.
+   (posix.stat and posix.fstat in the open check, sys.stderr,
+   sys.getfilesystemencoding) reach modules that only a policy allowing os,
+   posix or sys hands over, and such a policy lets the program write the
+   report fd anyway (doc.go, Limits). What is taken on first use
+   (importlib.import_module, string.Formatter.get_field, the code of
+   ast.parse, linecache) comes from the real modules, and a program that
+   swapped it first changes only what its own checked call then runs.
 
 2. Frame identity. A frame is the runner's own if and only if its globals
    are _RG. The shipped runner is one code object (the bundle,
@@ -768,16 +768,17 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    removed; _State.running is set after it, so the runner's own start-up
    is not checked and every event of the program's is.
 
-6. The fast path (_plain) decides from an event's arguments alone, before
-   any frame is read (reading f_code is itself an audited event): it may
-   skip only what the arguments prove harmless. Never a denied event;
-   "open" only for an absolute str path with no ".", ".." or empty
-   component, outside /proc/ and /dev/ (so it cannot be the report pipe),
-   and not a write while "open" is denied; "import" only of a module the
-   allowlist allows, and not the first import of linecache (which plants
-   the program's lines); "exec" only when there is no allowlist.
-   "compile", "object.__getattr__" and every denied event always get the
-   full check.
+6. The hook looks only at the events in _State.watch (main.py's _run sets
+   it): an event a check handles must be in it. The fast path (_plain) then
+   decides from an event's arguments alone, before any frame is read
+   (reading f_code is itself an audited event): it may skip only what the
+   arguments prove harmless. Never a denied event; "open" only for an
+   absolute str path with no ".", ".." or empty component, outside /proc/
+   and /dev/ (so it cannot be the report pipe), and not a write while
+   "open" is denied; "import" only of a module the allowlist allows, and
+   not the first import of linecache (which plants the program's lines);
+   "exec" only when there is no allowlist. "compile", "object.__getattr__"
+   and every denied event always get the full check.
 """
 
 _RG = globals()  # a frame whose globals are this dict is the runner's own
@@ -1424,24 +1425,40 @@ the OS sandbox around this interpreter is the security boundary).
 
 Started as  python3.11 -S -s -P <runner .pyc> <config JSON>  with the
 user's program on stdin. The Go package pyrunner documents the protocol;
-in short, _main:
-  1. does site's work (venvsite.py), reads the config (config.py) and the
-     whole program, as bytes; stdin is then at EOF;
-  2. static check (static.py): parse, compile, collect every violation,
-     write them to the report fd as JSON lines, then exactly one status
-     line; violations: exit without running anything;
-  3. run (_run): install the program's builtins (views.py) and the audit
-     hook (guard.py; it cannot be removed), exec the program as __main__,
-     report runtime violations, and print tracebacks without the runner's
-     own frames (tracebacks.py).
-Stdlib only, Python 3.11, built-in and frozen modules only (bound.py).
+_main below is the order of a run, each step with its why. Stdlib only,
+Python 3.11, built-in and frozen modules only (bound.py).
 """
 
 
+def _main():
+    # site's work for the root's venv first, as python does before any code
+    # (the interpreter runs with -S: venvsite.py).
+    _site()
+    # The config and the report fd: a problem with either is the
+    # supervisor's bug, reported on stderr with EXIT_RUNNER and nothing on
+    # the report.
+    cfg = _load_config(sys.argv)
+    report = _Report(cfg.fd, cfg.max_lines)
+    # The whole program, as bytes; the program then finds stdin at EOF.
+    if sys.stdin is None:
+        _fail("no stdin: the program arrives on stdin")
+    src = sys.stdin.buffer.read()
+    # The static check writes every violation and exactly one status line
+    # before any of the program runs (guard.py, invariant 4); it exits on
+    # violations and syntax errors.
+    code, lines = _static(cfg, report, src)
+    if cfg.mode == "check":
+        sys.exit(0)
+    _run(cfg, report, code, lines)
+
+
 def _run(cfg, report, code, lines):
+    """Arm the guard, then run the program as __main__ (guard.py,
+    invariants 4 and 5: nothing of the program has run before this)."""
     _State.cfg, _State.report, _State.lines = cfg, report, lines
     _State.user_files = {cfg.filename}
     _State.code_dirs = tuple(sorted(set(cfg.writable)))
+    # Guarded replacements that module views hand out for these attributes.
     if cfg.allow is not None:
         _State.subst.update({("importlib", "import_module"): _guard_import_module,
                              ("importlib", "__import__"): _guard_importlib_import})
@@ -1453,14 +1470,17 @@ def _run(cfg, report, code, lines):
         {"object.__getattr__"} if cfg.strict else set())
     _State.ub = _user_builtins(cfg)
 
+    # The program's module: its own builtins; registered as __main__, where
+    # pickle, dataclasses and typing look the program up.
     main = _ModuleType("__main__")
     main.__dict__["__builtins__"] = _State.ub
-    runner_module = _modules["__main__"]
-    _RG["_runner_module"] = runner_module  # keep the runner's module alive
-    _modules["__main__"] = main  # pickle, dataclasses, typing look the program up here
+    _RG["_runner_module"] = _modules["__main__"]  # keep the runner's module alive
+    _modules["__main__"] = main
     sys.argv = [cfg.filename]
     _plant_lines()  # now if linecache is loaded already, else when it is
 
+    # The hook last: it cannot be removed, and from here on every event is
+    # the program's.
     sys.addaudithook(_hook)
     _State.running = True
     try:
@@ -1477,19 +1497,6 @@ def _run(cfg, report, code, lines):
     except BaseException as e:
         _print_exception(e)
         sys.exit(1)
-
-
-def _main():
-    _site()
-    cfg = _load_config(sys.argv)
-    report = _Report(cfg.fd, cfg.max_lines)
-    if sys.stdin is None:
-        _fail("no stdin: the program arrives on stdin")
-    src = sys.stdin.buffer.read()  # all of it: the program then sees EOF
-    code, lines = _static(cfg, report, src)
-    if cfg.mode == "check":
-        sys.exit(0)
-    _run(cfg, report, code, lines)
 
 
 # Tests load the runner's functions under another name without running it.

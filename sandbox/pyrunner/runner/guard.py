@@ -19,19 +19,19 @@ sandboxes tests/allowlist_test.go and tests/site_test.go:
 sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
 -run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation' ./tests/
 
-1. Names bound at start-up. Whatever the checks call while the program
-   runs is bound before the program's first line (bound.py, and the
-   module-level names here and in views.py), never looked up at call time
-   on a module the program can reach: a program that replaces posix.write,
+1. Names bound at start-up. Whatever the checks call while the program runs
+   is bound before the program's first line (bound.py, and the module-level
+   names here and in views.py), never looked up at call time on a module
+   the program can reach: a program that replaces posix.write,
    sys._getframe, builtins.__import__ or operator.attrgetter changes what
    it calls, not what the runner calls. The lookups left on posix and sys
-   (posix.stat in the open check, sys.stderr) reach modules that only a
-   policy allowing os, posix or sys hands over, and such a policy lets the
-   program write the report fd anyway (doc.go, Limits). What is taken on
-   first use (importlib.import_module, string.Formatter.get_field, the
-   code of ast.parse, linecache) comes from the real modules, and a
-   program that swapped it first changes only what its own checked call
-   then runs.
+   (posix.stat and posix.fstat in the open check, sys.stderr,
+   sys.getfilesystemencoding) reach modules that only a policy allowing os,
+   posix or sys hands over, and such a policy lets the program write the
+   report fd anyway (doc.go, Limits). What is taken on first use
+   (importlib.import_module, string.Formatter.get_field, the code of
+   ast.parse, linecache) comes from the real modules, and a program that
+   swapped it first changes only what its own checked call then runs.
 
 2. Frame identity. A frame is the runner's own if and only if its globals
    are _RG. The shipped runner is one code object (the bundle,
@@ -64,16 +64,17 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    removed; _State.running is set after it, so the runner's own start-up
    is not checked and every event of the program's is.
 
-6. The fast path (_plain) decides from an event's arguments alone, before
-   any frame is read (reading f_code is itself an audited event): it may
-   skip only what the arguments prove harmless. Never a denied event;
-   "open" only for an absolute str path with no ".", ".." or empty
-   component, outside /proc/ and /dev/ (so it cannot be the report pipe),
-   and not a write while "open" is denied; "import" only of a module the
-   allowlist allows, and not the first import of linecache (which plants
-   the program's lines); "exec" only when there is no allowlist.
-   "compile", "object.__getattr__" and every denied event always get the
-   full check.
+6. The hook looks only at the events in _State.watch (main.py's _run sets
+   it): an event a check handles must be in it. The fast path (_plain) then
+   decides from an event's arguments alone, before any frame is read
+   (reading f_code is itself an audited event): it may skip only what the
+   arguments prove harmless. Never a denied event; "open" only for an
+   absolute str path with no ".", ".." or empty component, outside /proc/
+   and /dev/ (so it cannot be the report pipe), and not a write while
+   "open" is denied; "import" only of a module the allowlist allows, and
+   not the first import of linecache (which plants the program's lines);
+   "exec" only when there is no allowlist. "compile", "object.__getattr__"
+   and every denied event always get the full check.
 """
 
 import _ast
