@@ -56,9 +56,9 @@ var DenyableBuiltins = []string{
 
 // Config is what the caller decides about a run of the runner; it reaches
 // the runner as one JSON argv element, with the protocol's constants
-// (wireConfig). The zero value of each field but WritableDirs is the
-// laxest choice; the shipped lists (allowlists.go) give the policies'
-// values.
+// (wireConfig). Mode, ReportFD and WritableDirs are required; the zero
+// value of each other field is the laxest choice. The shipped lists
+// (allowlists.go) give the policies' values.
 type Config struct {
 	// Mode is ModeRun or ModeCheck.
 	Mode string `json:"mode"`
