@@ -79,7 +79,6 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
 
 import _ast
 import posix
-import sys
 
 from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _STDLIB, _dict_get,
                     _get_ident, _getframe, _ModuleType, _modules, _real_import)

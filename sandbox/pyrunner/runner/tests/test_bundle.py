@@ -77,6 +77,18 @@ class Bundle(unittest.TestCase):
                         self.assertTrue(builtin_or_frozen(a.name),
                                         "%s imports %s at start-up" % (path, a.name))
 
+    def test_every_import_is_used(self):
+        # An unused import of the runner's own is dead weight in the
+        # package form; of a stdlib module, start-up work for nothing.
+        for m in modules():
+            tree = parse(os.path.join(PACKAGE, m))
+            used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            for n in tree.body:
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    for a in n.names:
+                        self.assertIn(a.asname or a.name, used,
+                                      "%s imports %s and does not use it" % (m, a.name))
+
     def test_loading_the_bundle_loads_no_other_module(self):
         probe = ("import sys, _imp\n"
                  "before = set(sys.modules)\n"
