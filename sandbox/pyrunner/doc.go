@@ -1,29 +1,58 @@
 // Package pyrunner holds the Python runner nsbox starts inside the sandbox,
-// and the Go side of its protocol: the command line (Argv), the config, and
-// the parser for the violations it reports (ParseReport).
+// and the Go side of its protocol: the command line (ArgvCompiled), the
+// config, the compiled form (Compile, CompiledPath) and the parser for the
+// violations it reports (ParseReport).
 //
-// The runner (runner.py, embedded as Source) is the fourth layer of a run
-// and its telemetry: it checks the program's imports and builtins against
-// the policy before anything runs, guards them again while it runs, and
-// reports every violation. It is policy and telemetry, not the security
-// boundary: namespaces, the read-only root, seccomp, Landlock and the
-// cgroup are. Python cannot sandbox Python; see "Limits" below.
+// The runner is the fourth layer of a run and its telemetry: it checks the
+// program's imports and builtins against the policy before anything runs,
+// guards them again while it runs, and reports every violation. It is
+// policy and telemetry, not the security boundary: namespaces, the
+// read-only root, seccomp, Landlock and the cgroup are. Python cannot
+// sandbox Python; see "Limits" below.
+//
+// # Layout
+//
+// The runner's source is the Python package runner/, one module per
+// concern, in the order they are bundled:
+//
+//	bound.py       the modules imported and the names bound at start-up
+//	paths.py       abspath and realpath without os
+//	config.py      the config argument; EXIT_RUNNER
+//	report.py      the report channel
+//	static.py      the static check
+//	venvsite.py    site's work for nsbox's venv (the interpreter runs with -S)
+//	guard.py       the audit hook and the run-time checks; the invariants
+//	views.py       what the program is handed: __import__, stubs, module views
+//	tracebacks.py  tracebacks without the runner's frames
+//	main.py        the steps of a run, in order
+//
+// `go generate` (internal/bundle) joins them into runner.py, embedded as
+// Source: one module, so one code object to load and one globals dict,
+// by which the guard tells its own frames from the program's. The rootfs
+// builder compiles Source with the root's interpreter (Compile) to
+// CompiledPath in the root, whose name carries a hash of Source; a root
+// without it was built for another nsbox and must be rebuilt. The runner
+// imports only built-in and frozen modules at start-up. runner/tests holds
+// plain-Python unit tests (the static check, the bundle), run by go test.
 //
 // # Protocol
 //
-// The supervisor execs Argv(interp, cfg):
+// The supervisor execs ArgvCompiled(interp, CompiledPath(), cfg):
 //
-//	interp -S -s -P -c <Source> <config JSON>
+//	interp -S -s -P <compiled runner> <config JSON>
 //
-// (or ArgvCompiled: the root's compiled runner in place of -c <Source>),
-// so the runner never exists as a writable file in the sandbox (-S: no
-// site, whose work the runner does itself for nsbox's venv; -s: no user
-// site directory; -P: no script directory on sys.path). The program arrives on
-// stdin; the runner reads it all as bytes, and the program then finds stdin
-// at EOF. The report channel is an inherited pipe, Config.ReportFD (fd 3
-// when passed as the first of exec.Cmd.ExtraFiles); the runner marks it
-// close-on-exec at once and writes to it only with posix.write bound at start.
-// The supervisor must drain the pipe while the program runs.
+// (-S: no site, whose work the runner does itself for nsbox's venv; -s: no
+// user site directory; -P: no script directory on sys.path). The config is
+// Config plus the protocol's constants, which come from Go so that each
+// lives in one place: MaxViolationLines, ExitPolicyViolation and
+// ExitSyntaxError. ExitRunnerError is the one the runner must know before
+// it reads the config; a test keeps its copy equal. Every key is required.
+// The program arrives on stdin; the runner reads it all as bytes, and the
+// program then finds stdin at EOF. The report channel is an inherited pipe,
+// Config.ReportFD (fd 3 when passed as the first of exec.Cmd.ExtraFiles);
+// the runner marks it close-on-exec at once and writes to it only with
+// posix.write bound at start. The supervisor must drain the pipe while the
+// program runs.
 //
 // Each report line is one JSON object:
 //
@@ -43,14 +72,14 @@
 // (kind, name, line, col) and capped at MaxViolationLines. A program killed
 // mid-run leaves a report without its tail; ParseReport tolerates that.
 //
-// Exit codes: ExitPolicyViolation (126) when the static check found
-// violations (a human summary goes to stderr and nothing runs); 1 for a
-// syntax error (the normal SyntaxError message, with Config.Filename and the
-// line, on stderr) or an uncaught exception (a traceback without the
-// runner's frames); the program's own code for SystemExit; death by SIGINT
-// for KeyboardInterrupt, as python does; ExitRunnerError (125) when the
-// config or the report fd is unusable, which is the supervisor's bug. In
-// mode "check" the runner stops after the status line: 0, 1 or 126.
+// Exit codes: ExitPolicyViolation when the static check found violations
+// (a human summary goes to stderr and nothing runs); ExitSyntaxError for a
+// syntax error (the normal SyntaxError message, with Config.Filename and
+// the line, on stderr), and 1 for an uncaught exception (a traceback
+// without the runner's frames); the program's own code for SystemExit;
+// death by SIGINT for KeyboardInterrupt, as python does; ExitRunnerError
+// when the config or the report fd is unusable, which is the supervisor's
+// bug. In mode "check" the runner stops after the status line.
 //
 // # What the runner enforces
 //
@@ -78,11 +107,12 @@
 //   - an audit hook (PEP 578, sys.addaudithook; Python code cannot remove
 //     it) refuses Config.DenyEvents with PermissionError; checks module
 //     loads the program starts by other routes (importlib.import_module with
-//     a computed name, importlib.util loaders, code written to /workspace);
+//     a computed name, importlib.util loaders, code it wrote itself);
 //     with "open" denied, refuses opening for writing outside
-//     Config.WritableDirs and /dev/null, by any code while the program runs
-//     (shutil.copy must not launder a write); always refuses opening the
-//     report pipe again, by number, dup or /proc path;
+//     Config.WritableDirs, /dev/null, /dev/stdout and /dev/stderr, by any
+//     code while the program runs (shutil.copy must not launder a write);
+//     always refuses opening the report pipe again, by number, dup or
+//     /proc path;
 //   - with StrictAttrs: modules are handed to the program as read-only
 //     views whose module-valued attributes are handed over only if allowed
 //     (json.codecs, codecs.sys: AttributeError and an import violation);
@@ -97,7 +127,7 @@
 //
 // An import is the program's own when the nearest frame outside the runner
 // and importlib runs with the program's builtins, was compiled by it, or
-// comes from a file in a writable directory; imports made by allowed
+// comes from a file in Config.WritableDirs; imports made by allowed
 // modules, and by C code on the program's behalf (datetime.strptime loading
 // _strptime), are internal and pass.
 //
@@ -132,8 +162,10 @@
 //     Python has no audit event for it. The allowlists keep importlib out of
 //     strict.
 //
+// The runner's invariants, and what breaks if one goes, open runner/guard.py.
 // The tests in this package run the real /usr/bin/python3.11 on the host
-// (no sandbox) against a table of bypass attempts:
+// (no sandbox): the plain-Python unit tests, and a table of bypass
+// attempts against the compiled runner:
 //
-//	go test -race -count=1 ./sandbox/pyrunner/
+//	go test -race -count=1 ./sandbox/pyrunner/...
 package pyrunner

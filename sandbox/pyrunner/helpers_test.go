@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +26,42 @@ const python = "/usr/bin/python3.11"
 // than skip them (CI sets NSBOX_MUST_WORK=1).
 func mustWork() bool { return os.Getenv("NSBOX_MUST_WORK") == "1" }
 
+// testDir holds what the tests share: the compiled runner.
+var testDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pyrunner-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var compiled struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// runnerPyc returns the runner compiled as a root's builder compiles it,
+// the only form it starts from.
+func runnerPyc(t *testing.T) string {
+	t.Helper()
+	requirePython(t)
+	compiled.once.Do(func() {
+		compiled.path = filepath.Join(testDir, "runner.pyc")
+		compiled.err = Compile(context.Background(), python, compiled.path)
+	})
+	if compiled.err != nil {
+		t.Fatal(compiled.err)
+	}
+	return compiled.path
+}
+
 func requirePython(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
@@ -32,6 +71,12 @@ func requirePython(t *testing.T) {
 		t.Skipf("%s: %v", python, err)
 	}
 }
+
+// sandboxWritable is Config.WritableDirs as the supervisor passes it: where
+// the OS sandbox lets the program write. The tests' temporary directories
+// lie under /tmp, so code a program writes there is its own, as in a
+// sandbox.
+var sandboxWritable = []string{"/workspace", "/tmp", "/dev/shm"}
 
 // result is one finished run of the runner.
 type result struct {
@@ -59,9 +104,12 @@ func runProgram(t *testing.T, cfg Config, program, dir string) result {
 		dir = t.TempDir()
 	}
 	cfg.ReportFD = 3
-	argv, err := Argv(python, cfg)
+	if cfg.WritableDirs == nil {
+		cfg.WritableDirs = sandboxWritable
+	}
+	argv, err := ArgvCompiled(python, runnerPyc(t), cfg)
 	if err != nil {
-		t.Fatalf("Argv: %v", err)
+		t.Fatalf("ArgvCompiled: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -152,12 +200,11 @@ func runnerFuncs(t *testing.T) []string {
 	return names
 }
 
-// assertNoRunnerFrames fails if stderr shows a frame of the runner. The
-// runner's file is "<string>", which is also the file of code the program
-// execs: userExecs says the program does.
-func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
+// assertNoRunnerFrames fails if stderr shows a frame of the runner: its
+// file (SourceName) or one of its functions.
+func assertNoRunnerFrames(t *testing.T, stderr string) {
 	t.Helper()
-	if !userExecs && strings.Contains(stderr, `File "<string>"`) {
+	if strings.Contains(stderr, `File "`+SourceName+`"`) {
 		t.Errorf("traceback shows the runner's file:\n%s", stderr)
 	}
 	for _, f := range runnerFuncs(t) {
@@ -167,12 +214,18 @@ func assertNoRunnerFrames(t *testing.T, stderr string, userExecs bool) {
 	}
 }
 
-// execRunner runs the runner with a raw config argument and an empty
-// program; it returns stdout and stderr together.
+// execRunner runs the runner with a raw config argument, an empty program
+// and /dev/null as fd 3; it returns stdout and stderr together.
 func execRunner(t *testing.T, config string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(python, "-S", "-s", "-P", "-c", Source, config)
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	cmd := exec.Command(python, append(append([]string{}, flags...), runnerPyc(t), config)...)
 	cmd.Stdin = strings.NewReader("")
+	cmd.ExtraFiles = []*os.File{null}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -1,9 +1,7 @@
 package pyrunner
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +10,17 @@ import (
 	"strings"
 )
 
-// Source is the runner, passed to the interpreter with -c.
+// Source is the runner as it ships: the modules of runner/ bundled into
+// one file by internal/bundle.
 //
+//go:generate go run ./internal/bundle -o runner.py runner
 //go:embed runner.py
 var Source string
 
-// Exit codes of the runner besides the program's own.
+// Exit codes of the runner besides the program's own. ExitPolicyViolation
+// and ExitSyntaxError reach the runner through its config;
+// ExitRunnerError, needed before the config is read, is mirrored in the
+// runner's source (EXIT_RUNNER), and a test keeps the two equal.
 const (
 	// ExitPolicyViolation: the static check found violations; nothing ran.
 	ExitPolicyViolation = 126
@@ -30,7 +33,8 @@ const (
 )
 
 // MaxViolationLines bounds the violation lines of each phase (static, run
-// time), so that a report cannot fill the pipe.
+// time), so that a report cannot fill the pipe. The runner gets it through
+// its config.
 const MaxViolationLines = 1000
 
 // The modes of Config.Mode.
@@ -43,19 +47,18 @@ const (
 // is empty.
 const DefaultFilename = "<program>"
 
-// DefaultWritableDirs are where a policy denying "open" lets the program
-// write when Config.WritableDirs is nil.
-var DefaultWritableDirs = []string{"/workspace", "/tmp"}
-
-// DenyableBuiltins are the names Config.DenyBuiltins may hold.
+// DenyableBuiltins are the names Config.DenyBuiltins may hold. The runner
+// denies whichever builtins its config names.
 var DenyableBuiltins = []string{
 	"eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
 	"vars", "globals", "locals", "open",
 }
 
-// Config is passed to the runner as one JSON argv element. The zero value
-// of each field is the laxest choice; the shipped lists below give the
-// policies' values.
+// Config is what the caller decides about a run of the runner; it reaches
+// the runner as one JSON argv element, with the protocol's constants
+// (wireConfig). Mode, ReportFD and WritableDirs are required; the zero
+// value of each other field is the laxest choice. The shipped lists
+// (allowlists.go) give the policies' values.
 type Config struct {
 	// Mode is ModeRun or ModeCheck.
 	Mode string `json:"mode"`
@@ -77,9 +80,19 @@ type Config struct {
 	ReportFD int `json:"report_fd"`
 	// Filename is the program's name in tracebacks; "" is DefaultFilename.
 	Filename string `json:"filename"`
-	// WritableDirs are the absolute directories a denied "open" still
-	// writes in; nil is DefaultWritableDirs (omitted from the JSON).
-	WritableDirs []string `json:"writable_dirs,omitempty"`
+	// WritableDirs are the absolute directories the OS sandbox lets the
+	// program write in; required. A denied "open" still writes there, and
+	// code loaded from there counts as the program's own.
+	WritableDirs []string `json:"writable_dirs"`
+}
+
+// wireConfig is the runner's config argument: Config and the constants of
+// the protocol, which a caller does not choose.
+type wireConfig struct {
+	Config
+	MaxViolationLines   int `json:"max_violation_lines"`
+	ExitPolicyViolation int `json:"exit_policy_violation"`
+	ExitSyntaxError     int `json:"exit_syntax_error"`
 }
 
 // Validate reports the first problem with c, naming the field.
@@ -105,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReportFD < 3 {
 		return fmt.Errorf("pyrunner config: report_fd %d: want an inherited fd >= 3", c.ReportFD)
+	}
+	if len(c.WritableDirs) == 0 {
+		return errors.New("pyrunner config: writable_dirs: required (where the sandbox lets the program write)")
 	}
 	for _, d := range c.WritableDirs {
 		if !filepath.IsAbs(d) {
@@ -136,35 +152,26 @@ func isModuleName(s string) bool {
 
 // flags are the interpreter's options: -S (no site: the runner does site's
 // work for nsbox's venv itself, cheaper, and runs the real site.main()
-// for any other layout), -s (no user site-packages), -P (no script or
-// current directory in sys.path).
+// for any other layout), -s (no user site-packages), -P (no script
+// directory, here the compiled runner's, in sys.path).
 var flags = []string{"-S", "-s", "-P"}
 
-// Argv returns the interpreter's command line for c:
-// [interp, "-S", "-s", "-P", "-c", Source, <config JSON>].
+// Argv used to pass the runner's source with -c, compiled on every run.
+// The runner now starts only from the root's compiled copy.
+//
+// Deprecated: use ArgvCompiled with CompiledPath; a root without that file
+// was built for another nsbox and must be rebuilt. Argv always fails.
 func Argv(interp string, c Config) ([]string, error) {
-	cfg, err := encodeConfig(interp, c)
-	if err != nil {
-		return nil, err
-	}
-	return append(append([]string{interp}, flags...), "-c", Source, cfg), nil
+	return nil, fmt.Errorf("pyrunner: the root lacks this nsbox's compiled runner %s: rebuild the root", CompiledPath())
 }
 
-// CompiledPath is where a root keeps the runner compiled for its own
-// interpreter (an unchecked-hash .pyc, written by the rootfs builder and
-// listed in the root's manifest). The name carries the hash of Source, so
-// a root built with another runner simply lacks this file and runs fall
-// back to Argv. Passed with -c, the 39 KB runner is compiled on every run
-// (about 25 ms); the .pyc is loaded instead.
-func CompiledPath() string {
-	sum := sha256.Sum256([]byte(Source))
-	return "/usr/lib/nsbox/runner-" + hex.EncodeToString(sum[:8]) + ".pyc"
-}
-
-// ArgvCompiled is Argv for a root that has CompiledPath:
-// [interp, "-S", "-s", "-P", pyc, <config JSON>]. -P keeps the .pyc's
-// directory out of sys.path.
+// ArgvCompiled returns the interpreter's command line for c, with pyc the
+// root's compiled runner (CompiledPath):
+// [interp, "-S", "-s", "-P", pyc, <config JSON>].
 func ArgvCompiled(interp, pyc string, c Config) ([]string, error) {
+	if pyc == "" {
+		return nil, errors.New("pyrunner: no compiled runner")
+	}
 	cfg, err := encodeConfig(interp, c)
 	if err != nil {
 		return nil, err
@@ -183,10 +190,12 @@ func encodeConfig(interp string, c Config) (string, error) {
 	if c.Filename == "" {
 		c.Filename = DefaultFilename
 	}
+	w := wireConfig{Config: c, MaxViolationLines: MaxViolationLines,
+		ExitPolicyViolation: ExitPolicyViolation, ExitSyntaxError: ExitSyntaxError}
 	var cfg strings.Builder
 	enc := json.NewEncoder(&cfg)
 	enc.SetEscapeHTML(false)              // "<program>" stays readable in ps
-	if err := enc.Encode(c); err != nil { // strings, bools and ints always encode
+	if err := enc.Encode(w); err != nil { // strings, bools and ints always encode
 		return "", fmt.Errorf("pyrunner: bug: encode config: %w", err)
 	}
 	return strings.TrimSuffix(cfg.String(), "\n"), nil

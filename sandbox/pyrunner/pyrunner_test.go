@@ -3,43 +3,60 @@ package pyrunner
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-func TestArgv(t *testing.T) {
-	argv, err := Argv("/usr/bin/python3.11", Config{Mode: ModeRun, ReportFD: 3})
+func TestArgvCompiled(t *testing.T) {
+	pyc := CompiledPath()
+	argv, err := ArgvCompiled("/usr/bin/python3.11", pyc, Config{Mode: ModeRun, ReportFD: 3,
+		WritableDirs: []string{"/workspace"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(argv) != 7 || !reflect.DeepEqual(argv[:5], []string{"/usr/bin/python3.11", "-S", "-s", "-P", "-c"}) ||
-		argv[5] != Source {
-		t.Fatalf("argv %q", argv[:5])
+	if len(argv) != 6 || !reflect.DeepEqual(argv[:5], []string{"/usr/bin/python3.11", "-S", "-s", "-P", pyc}) {
+		t.Fatalf("argv %q", argv)
 	}
+	// The protocol's constants come from Go, whatever the caller set.
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
-		`"report_fd":3,"filename":"<program>"}`
-	if argv[6] != want {
-		t.Errorf("config\n got %s\nwant %s", argv[6], want)
+		`"report_fd":3,"filename":"<program>","writable_dirs":["/workspace"],` +
+		`"max_violation_lines":1000,"exit_policy_violation":126,"exit_syntax_error":1}`
+	if argv[5] != want {
+		t.Errorf("config\n got %s\nwant %s", argv[5], want)
 	}
 
 	// nil and empty allowlists differ: no checks, and nothing allowed.
-	argv, err = Argv("python", Config{Mode: ModeCheck, Allow: []string{}, ReportFD: 4,
+	argv, err = ArgvCompiled("python", pyc, Config{Mode: ModeCheck, Allow: []string{}, ReportFD: 4,
 		Filename: "job.py", WritableDirs: []string{"/out"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	if err := json.Unmarshal([]byte(argv[6]), &got); err != nil {
+	if err := json.Unmarshal([]byte(argv[5]), &got); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok := got["allow"].([]any); !ok || len(a) != 0 || got["filename"] != "job.py" ||
 		got["mode"] != "check" || !reflect.DeepEqual(got["writable_dirs"], []any{"/out"}) {
-		t.Errorf("config %s", argv[6])
+		t.Errorf("config %s", argv[5])
+	}
+	if _, err := ArgvCompiled("python", "", Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/w"}}); err == nil {
+		t.Error("ArgvCompiled accepted no runner")
+	}
+}
+
+// TestNoSourceStart: the runner starts only from a root's compiled copy;
+// the deprecated Argv refuses and names the file the root lacks.
+func TestNoSourceStart(t *testing.T) {
+	argv, err := Argv("python", Config{Mode: ModeRun, ReportFD: 3})
+	if err == nil || argv != nil || !strings.Contains(err.Error(), CompiledPath()) {
+		t.Errorf("Argv: %q, %v", argv, err)
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Mode: ModeRun, ReportFD: 3}
+	ok := Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/workspace"}}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
@@ -51,33 +68,37 @@ func TestConfigValidate(t *testing.T) {
 		{with(ok, func(c *Config) { c.DenyBuiltins = []string{"print"} }), "deny_builtins"},
 		{with(ok, func(c *Config) { c.DenyEvents = []string{" os.system"} }), "deny_events"},
 		{with(ok, func(c *Config) { c.WritableDirs = []string{"tmp"} }), "writable_dirs"},
+		{with(ok, func(c *Config) { c.WritableDirs = nil }), "writable_dirs: required"},
+		{with(ok, func(c *Config) { c.WritableDirs = []string{} }), "writable_dirs: required"},
 		{with(ok, func(c *Config) { c.Filename = "a\x00b" }), "filename"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %s", tc.cfg, err, tc.want)
 		}
-		if _, err := Argv("python", tc.cfg); err == nil {
-			t.Errorf("Argv accepted %+v", tc.cfg)
+		if _, err := ArgvCompiled("python", CompiledPath(), tc.cfg); err == nil {
+			t.Errorf("ArgvCompiled accepted %+v", tc.cfg)
 		}
 	}
-	if _, err := Argv("", ok); err == nil {
-		t.Error("Argv accepted no interpreter")
+	if _, err := ArgvCompiled("", CompiledPath(), ok); err == nil {
+		t.Error("ArgvCompiled accepted no interpreter")
 	}
 	full := Config{Mode: ModeRun, Allow: DatasciAllow, DenyBuiltins: StrictDenyBuiltins,
-		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3}
+		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3, WritableDirs: []string{"/workspace"}}
 	if err := full.Validate(); err != nil {
 		t.Errorf("shipped lists: %v", err)
 	}
 }
 
-// TestSourceFitsArgv: the runner travels as one argv element, which Linux
-// caps at MAX_ARG_STRLEN (32 pages).
-func TestSourceFitsArgv(t *testing.T) {
-	if len(Source) > 128<<10-1 {
-		t.Errorf("runner.py is %d bytes; one argv string holds at most %d", len(Source), 128<<10-1)
+// TestExitRunnerMirrored: the runner needs ExitRunnerError before it has
+// read its config, so its source states it (EXIT_RUNNER); the one
+// constant the two sides both write must be equal.
+func TestExitRunnerMirrored(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^EXIT_RUNNER = (\d+)\b`).FindAllStringSubmatch(Source, -1)
+	if len(m) != 1 {
+		t.Fatalf("want one EXIT_RUNNER assignment in the runner, found %d", len(m))
 	}
-	if strings.ContainsRune(Source, 0) {
-		t.Error("runner.py contains NUL")
+	if m[0][1] != strconv.Itoa(ExitRunnerError) {
+		t.Errorf("runner's EXIT_RUNNER is %s, pyrunner.ExitRunnerError is %d", m[0][1], ExitRunnerError)
 	}
 }

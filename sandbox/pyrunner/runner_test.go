@@ -1,6 +1,7 @@
 package pyrunner
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,7 +74,7 @@ func TestSyntaxErrors(t *testing.T) {
 				!strings.Contains(r.stderr, tc.msg) || !strings.Contains(r.report.SyntaxDetail, "SyntaxError") {
 				t.Errorf("stderr or detail lacks %q\n%s", tc.msg, r)
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }
@@ -119,7 +120,7 @@ func TestTracebacks(t *testing.T) {
 					t.Errorf("stderr lacks %q\n%s", w, r.stderr)
 				}
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }
@@ -212,7 +213,7 @@ func TestExits(t *testing.T) {
 				strings.Contains(r.stdout, "not reached") {
 				t.Errorf("want exit %d signal %d\n%s", tc.exit, tc.sig, r)
 			}
-			assertNoRunnerFrames(t, r.stderr, false)
+			assertNoRunnerFrames(t, r.stderr)
 		})
 	}
 }
@@ -384,20 +385,62 @@ print(__main__.__dict__ is globals(), "report_fd" in str(sys.argv), "" in sys.pa
 }
 
 // TestRunnerConfigErrors checks that the runner refuses a config the Go
-// side would not produce: exit ExitRunnerError, no status line.
+// side would not produce: exit ExitRunnerError, a message naming the
+// problem, no status line. Each case breaks one thing in a config the
+// runner accepts.
 func TestRunnerConfigErrors(t *testing.T) {
 	requirePython(t)
-	for _, cfg := range []string{
-		`{"mode":"run","report_fd":3,"surprise":1}`,
-		`{"mode":"walk","report_fd":3}`,
-		`{"mode":"run","report_fd":3,"deny_builtins":["print"]}`,
-		`{"mode":"run","report_fd":9}`,
-		`not json`,
+	good, err := encodeConfig(python, Config{Mode: ModeCheck, ReportFD: 3, WritableDirs: sandboxWritable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := execRunner(t, good); err != nil {
+		t.Fatalf("the unbroken config: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		key   string
+		value any // nil: the key is left out
+		want  string
+	}{
+		{"surprise", 1, "unknown config keys: surprise"},
+		{"writable_dirs", nil, "missing config keys: writable_dirs"},
+		{"max_violation_lines", nil, "missing config keys: max_violation_lines"},
+		{"exit_syntax_error", nil, "missing config keys: exit_syntax_error"},
+		{"writable_dirs", []string{"tmp"}, "writable_dirs"},
+		{"writable_dirs", json.RawMessage("null"), "writable_dirs"},
+		{"mode", "walk", "mode"},
+		{"deny_builtins", []string{"eval", "nosuchbuiltin"}, "deny_builtins: not builtins: nosuchbuiltin"},
+		{"report_fd", 9, "report_fd 9"},
+		{"report_fd", true, "report_fd"},
+		{"filename", "", "filename"},
+		{"max_violation_lines", 0, "max_violation_lines"},
+		{"exit_policy_violation", 256, "exit_policy_violation"},
+		{"strict_attrs", "yes", "strict_attrs"},
 	} {
-		out, err := execRunner(t, cfg)
-		if code := exitCode(err); code != ExitRunnerError || !strings.Contains(out, "nsbox runner:") {
-			t.Errorf("config %s: exit %d, output %q", cfg, code, out)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(good), &m); err != nil {
+			t.Fatal(err)
 		}
+		if _, ok := m[tc.key]; tc.value == nil {
+			if !ok {
+				t.Fatalf("the config has no key %s", tc.key)
+			}
+			delete(m, tc.key)
+		} else {
+			m[tc.key] = tc.value
+		}
+		cfg, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := execRunner(t, string(cfg))
+		if code := exitCode(err); code != ExitRunnerError || !strings.Contains(out, "nsbox runner: "+tc.want) {
+			t.Errorf("config %s: exit %d, output %q; want %d and %q", cfg, code, out, ExitRunnerError, tc.want)
+		}
+	}
+	out, err := execRunner(t, "not json")
+	if code := exitCode(err); code != ExitRunnerError || !strings.Contains(out, "nsbox runner: config is not JSON") {
+		t.Errorf("not json: exit %d, output %q", code, out)
 	}
 }
 

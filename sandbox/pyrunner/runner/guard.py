@@ -1,0 +1,465 @@
+"""The guard: the runner's fence while the program runs.
+
+Here: the audit hook (PEP 578), the import checks, the open checks and the
+checks on code compiled at run time. In views.py: what the program is
+handed instead of the real thing (its __import__, stubs for denied
+builtins, module views, guarded gadgets). main.py's _run installs both.
+
+INVARIANTS. Each one, broken, opens a way around the layer that nothing
+else reports. They are defended by the bypass suite: after any change to
+bound.py, guard.py, views.py or main.py, run
+
+    go test -race -count=1 ./sandbox/pyrunner/
+
+(TestBypassAttempts in bypass_test.go, runner_test.go, internals_test.go,
+allowlists_test.go; the real interpreter, no sandbox), then in real
+sandboxes tests/allowlist_test.go and tests/site_test.go:
+
+    make build && NSBOX_BIN=$PWD/bin/nsbox go test -tags netgo,osusergo,\
+sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
+-run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation' ./tests/
+
+1. Names bound at start-up. Whatever the checks call while the program runs
+   is bound before the program's first line (bound.py, and the module-level
+   names here and in views.py), never looked up at call time on a module
+   the program can reach: a program that replaces posix.write,
+   sys._getframe, builtins.__import__ or operator.attrgetter changes what
+   it calls, not what the runner calls. The lookups left on posix and sys
+   (posix.stat and posix.fstat in the open check, sys.stderr,
+   sys.getfilesystemencoding) reach modules that only a policy allowing os,
+   posix or sys hands over, and such a policy lets the program write the
+   report fd anyway (doc.go, Limits). What is taken on first use
+   (importlib.import_module, string.Formatter.get_field, the code of
+   ast.parse, linecache) comes from the real modules, and a program that
+   swapped it first changes only what its own checked call then runs.
+
+2. Frame identity. A frame is the runner's own if and only if its globals
+   are _RG. The shipped runner is one code object (the bundle,
+   __init__.py), so all its modules share that one dict. The guard skips
+   the runner's frames to find who asked (_origin, _import_origin,
+   _where), tracebacks drop them (tracebacks.py), and the frame-attribute
+   check lets the runner read frames. Never tell the runner's frames by
+   code object, file or function name: the program controls those. To run
+   code in _RG it must first reach the runner's globals (__globals__ of a
+   function it was handed), which strict_attrs refuses; without
+   strict_attrs object graphs are open anyway (doc.go, Limits).
+
+3. Re-entrancy. The hook's own work raises audit events (compiling a
+   string the program compiles, realpath's lstat, importing linecache).
+   _State.busy holds the ident of each thread inside the hook, and that
+   thread's events pass unchecked until the hook returns (the mark is
+   dropped in a finally). The mark is per thread: other threads are still
+   checked meanwhile. Only _load_linecache drops it early, on purpose, so
+   that the linecache import it starts is watched like any other.
+
+4. The status line before user code. The program is read whole, as bytes,
+   and checked (static.py), and exactly one status line is written,
+   before the program's builtins and the hook are installed and its first
+   line runs (main.py). The report fd is close-on-exec and written with
+   the posix.write bound at start-up; the open check refuses to open it
+   again by number, dup or /proc path. So the status line is always the
+   runner's; a policy allowing os can only forge runtime lines.
+
+5. The hook is installed right before the program runs and cannot be
+   removed; _State.running is set after it, so the runner's own start-up
+   is not checked and every event of the program's is.
+
+6. The hook looks only at the events in _State.watch (main.py's _run sets
+   it): an event a check handles must be in it. The fast path (_plain) then
+   decides from an event's arguments alone, before any frame is read
+   (reading f_code is itself an audited event): it may skip only what the
+   arguments prove harmless. Never a denied event; "open" only for an
+   absolute str path with no ".", ".." or empty component, outside /proc/
+   and /dev/ (so it cannot be the report pipe), and not a write while
+   "open" is denied; "import" only of a module the allowlist allows, and
+   not the first import of linecache (which plants the program's lines);
+   "exec" only when there is no allowlist. "compile", "object.__getattr__"
+   and every denied event always get the full check.
+"""
+
+import _ast
+import posix
+
+from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _STDLIB, _dict_get,
+                    _get_ident, _getframe, _ModuleType, _modules, _real_import)
+from .paths import _abspath, _fsdecode, _realpath
+from .static import _char_col, _check, _import_detail, _relative_detail, _top
+
+_RG = globals()  # a frame whose globals are this dict is the runner's own
+
+# Attribute reads CPython audits ("object.__getattr__"): each yields a frame
+# or a code object, and a frame yields every module's globals.
+FRAME_ATTRS = frozenset((
+    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+    "tb_frame", "f_code", "__code__"))
+WRITE_FLAGS = posix.O_WRONLY | posix.O_RDWR | posix.O_APPEND | posix.O_CREAT | posix.O_TRUNC
+# The import machinery's modules besides importlib._bootstrap and
+# _bootstrap_external (which are _frozen_importlib and
+# _frozen_importlib_external): their frames are never the one that asked.
+MACHINERY_MODULES = frozenset((
+    "importlib", "importlib.util", "importlib.machinery", "importlib._abc",
+    "importlib.abc"))
+# Writable whatever the policy says: nothing is stored there.
+WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
+_AST_FILE = _STDLIB + "/ast.py"
+
+
+def _import_name_op():
+    """IMPORT_NAME's opcode, without importing opcode: the one instruction
+    "import a" has and "a = 1" has not."""
+    ops = (set(compile("import a", "", "exec").co_code[::2])
+           - set(compile("a = 1", "", "exec").co_code[::2]))
+    if len(ops) == 1:
+        return ops.pop()
+    return _real_import("opcode").opmap["IMPORT_NAME"]  # another bytecode layout
+
+
+IMPORT_NAME = _import_name_op()
+
+
+class _State:
+    cfg = None
+    report = None
+    lines = ()
+    ub = None           # the user's builtins dict
+    running = False     # set right before the program starts
+    user_files = set()  # filenames of user code (the program, user compiles)
+    busy = set()        # thread idents inside the hook (no re-entry)
+    views = {}          # id(module) -> view
+    viewed = {}         # id(view) -> module
+    subst = {}          # (module name, attribute) -> guarded replacement
+    paths = {}          # code file -> whether it lies in a writable directory
+    code_dirs = ()      # where the program can write code files, resolved
+    watch = frozenset()  # the events the hook looks at
+    import_module = None  # the real importlib.import_module, once importlib is loaded
+    base_get_field = None  # the real string.Formatter.get_field, once needed
+    ast_parse = None    # the code of the real ast.parse, once ast is loaded
+    planted = False     # the program's lines are in linecache's cache
+    planting = False    # linecache is being loaded for that
+
+
+def _is_user(frame):
+    """User code: runs with the user's builtins, or was compiled by the user,
+    or comes from a file in a writable directory (the root is read-only, so
+    any code there was put there by the program)."""
+    if frame.f_builtins is _State.ub:
+        return True
+    name = frame.f_code.co_filename
+    if name in _State.user_files:
+        return True
+    user = _State.paths.get(name)
+    if user is None:
+        user = False
+        if not name.startswith("<"):
+            real = _realpath(name)
+            user = any(real.startswith(d.rstrip("/") + "/") for d in _State.code_dirs)
+        _State.paths[name] = user
+    return user
+
+
+def _is_machinery(frame):
+    """Whether frame runs the import machinery's code: importlib's modules,
+    told apart by their globals. frame.f_code is an audited attribute in
+    3.11 (every read is an event this hook sees), and reading it for each
+    frame of each import made the hook a large part of a library import
+    (docs/benchmarks.md)."""
+    g = frame.f_globals
+    if g is _BOOTSTRAP_GLOBALS or g is _EXTERNAL_GLOBALS:
+        return True
+    name = _dict_get(g, "__name__")  # dict's own get: no subclass code runs here
+    if name not in MACHINERY_MODULES:
+        return False
+    m = _modules.get(name)
+    return type(m) is _ModuleType and m.__dict__ is g
+
+
+def _origin(frame):
+    """The frame that asked: skip the runner's and the import machinery's."""
+    while frame is not None and (frame.f_globals is _RG or _is_machinery(frame)):
+        frame = frame.f_back
+    return frame
+
+
+def _import_origin(frame):
+    """Who asked for a module load: "guard" (the guarded __import__ already
+    decided), "user" or "internal". A load that C code makes on the user's
+    behalf (datetime.strptime importing _strptime) is internal: it names a
+    fixed module, and the real __import__ is out of the user's reach."""
+    entry = None  # the outermost machinery frame so far
+    while frame is not None:
+        if frame.f_globals is _RG:
+            return "guard"
+        if not _is_machinery(frame):
+            break
+        entry = frame
+        frame = frame.f_back
+    if frame is None or not _is_user(frame):
+        return "internal"
+    if frame.f_code.co_code[frame.f_lasti] == IMPORT_NAME:
+        return "user"  # an import statement run with the real __import__
+    return "user" if entry is not None and entry.f_code.co_name not in (
+        "_find_and_load", "_handle_fromlist") else "internal"
+
+
+def _where(frame):
+    """(line, col) in the user's program: the nearest frame of its file,
+    else the nearest user frame, else (0, 0)."""
+    first = None
+    f = frame
+    while f is not None:
+        if f.f_globals is not _RG:
+            if f.f_code.co_filename == _State.cfg.filename:
+                first = f
+                break
+            if first is None and _is_user(f):
+                first = f
+        f = f.f_back
+    if first is None:
+        return 0, 0
+    line, col = first.f_lineno or 0, 0
+    try:
+        pos = list(first.f_code.co_positions())[first.f_lasti // 2]
+        line, col = pos[0] or line, pos[2] or 0
+    except (IndexError, ValueError):
+        pass
+    if first.f_code.co_filename == _State.cfg.filename:
+        col = _char_col(_State.lines, line, col)
+    return line, col
+
+
+def _violate(kind, name, detail, frame):
+    if _State.report.full():
+        return  # a loop hitting the same refusal: stop paying for positions
+    line, col = _where(frame)
+    _State.report.runtime_violation(kind, name, line, col, detail)
+
+
+def _policy_import_error(name, detail, frame, shown=None):
+    _violate("import", name, detail, frame)
+    return ImportError("import of %r is not allowed by the policy nsbox runs under"
+                       % (shown or name), name=name)
+
+
+def _check_import(name, level, frame):
+    """Raise ImportError (and report) unless the policy allows name."""
+    allow = _State.cfg.allow
+    if allow is None or not isinstance(name, str):
+        return
+    if level:
+        rel = "." * level + name
+        raise _policy_import_error(rel, _relative_detail(rel), frame)
+    if _top(name) not in allow:
+        raise _policy_import_error(_top(name), _import_detail(_State.cfg, _top(name)),
+                                   frame, name)
+
+
+def _underscore_refused(name, frame):
+    _violate("attribute", name,
+             "attribute %r starts with an underscore: not allowed under "
+             "strict_attrs" % name, frame)
+    return AttributeError("attribute %r is not available under the policy nsbox "
+                          "runs under" % name)
+
+
+def _frame_refused(name, frame):
+    _violate("attribute", name, "attribute %r hands out frames or code: not allowed "
+             "under strict_attrs" % name, frame)
+    return AttributeError("attribute %r is not available under the policy nsbox "
+                          "runs under" % name)
+
+
+def _report_refused(frame):
+    _violate("event", "open", "the runner's report channel is private", frame)
+    return PermissionError(13, "the report channel is private to nsbox")
+
+
+def _check_compiled(source, filename, frame):
+    """strict_attrs: code compiled at run time meets the static attribute
+    rules (user code) or the escape rules (library code generators)."""
+    user = frame is not None and _is_user(frame)
+    if user and isinstance(filename, (str, bytes)):
+        _State.user_files.add(_fsdecode(filename))
+    if not _State.cfg.strict:
+        return
+    try:
+        tree = source if isinstance(source, _AST) else compile(
+            source, "<unknown>", "exec", _ast.PyCF_ONLY_AST)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return  # compile() itself will say what is wrong
+    found = []
+    _check(tree, _State.cfg, found, codegen=not user)
+    found = [v for v in found if user and v[0] == "attribute" or not user]
+    for kind, name, _, _, detail in found:
+        _violate(kind, name, detail + " (in code compiled at run time)", frame)
+    if found:
+        raise PermissionError("code compiled at run time uses %r, which the policy "
+                              "nsbox runs under does not allow" % found[0][1])
+
+
+def _check_open(path, mode, flags, frame):
+    if isinstance(path, int):  # an fd: was it checked when opened, or is it the report pipe?
+        try:
+            st = posix.fstat(path)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) == _State.report.ident:
+            raise _report_refused(frame)
+        return
+    try:
+        p = _abspath(_fsdecode(path))
+    except (TypeError, ValueError):
+        return
+    if p.startswith(("/proc/", "/dev/fd/", "/dev/std")):
+        try:
+            st = posix.stat(p)
+        except OSError:
+            st = None
+        if st is not None and (st.st_dev, st.st_ino) == _State.report.ident:
+            raise _report_refused(frame)
+    writing = (isinstance(mode, str) and any(c in mode for c in "wxa+")
+               or isinstance(flags, int) and flags & WRITE_FLAGS)
+    if not writing or "open" not in _State.cfg.deny_builtins or p in WRITABLE_DEVICES:
+        return
+    real = _realpath(p)
+    if any(real == d or real.startswith(d.rstrip("/") + "/") for d in _State.cfg.writable):
+        return
+    where = ", ".join(_State.cfg.writable_dirs) or "nowhere"
+    _violate("builtin", "open", "open(%r) for writing: only %s are writable under "
+             "the policy" % (p, where), frame)
+    raise PermissionError(13, "writing outside %s is not allowed by the policy nsbox "
+                          "runs under" % where, p)
+
+
+def _hook(event, args):
+    """The audit hook (PEP 578). Installed before user code runs; Python code
+    cannot remove it. It sees every event of every thread."""
+    if not _State.running or event not in _State.watch:
+        return
+    if event in _PLAIN and _plain(event, args):
+        return
+    tid = _get_ident()
+    if tid in _State.busy:
+        return  # the hook's own work (ast.parse) raises events too
+    _State.busy.add(tid)
+    try:
+        try:
+            frame = _getframe(1)
+        except ValueError:  # raised by C code with no Python frame (a new thread)
+            frame = None
+        cfg = _State.cfg
+        if event in cfg.deny_events:
+            _violate("event", event, "audit event %r is denied by the policy" % event,
+                     frame)
+            raise PermissionError("%s is not allowed by the policy nsbox runs under"
+                                  % event)
+        if event == "open":
+            _check_open(args[0], args[1], args[2], frame)
+        elif frame is None:
+            pass
+        elif event == "import":
+            if (cfg.allow is not None and isinstance(args[0], str)
+                    and _top(args[0]) not in cfg.allow and _import_origin(frame) == "user"):
+                _check_import(args[0], 0, frame)
+        elif event == "exec":
+            # importlib runs a module body as
+            # _call_with_frames_removed(exec, code, module.__dict__)
+            if (frame.f_globals is _BOOTSTRAP_GLOBALS
+                    and frame.f_code.co_name == "_call_with_frames_removed"):
+                margs = frame.f_locals.get("args") or ()
+                name = margs[1].get("__name__") if len(margs) > 1 and isinstance(
+                    margs[1], dict) else None
+                if (cfg.allow is not None and isinstance(name, str)
+                        and _top(name) not in cfg.allow
+                        and _import_origin(frame.f_back) == "user"):
+                    _check_import(name, 0, frame)
+        elif event == "compile":
+            # A module's source compiled by importlib is checked as a module
+            # load (the "exec" event), not as code compiled at run time; an
+            # ast.parse() makes no code (compiling its tree is an event too).
+            if not _is_machinery(frame) and not _is_ast_parse(frame.f_code):
+                _check_compiled(args[0], args[1], _origin(frame))
+        elif event == "object.__getattr__":
+            # The reader is the frame right below: library code (traceback,
+            # asyncio) may look at frames, the user's code may not.
+            if args[1] in FRAME_ATTRS and frame.f_globals is not _RG and _is_user(frame):
+                raise _underscore_refused(args[1], frame) if args[1].startswith(
+                    "_") else _frame_refused(args[1], frame)
+        if event == "import" and args[0] == "linecache" and not _State.planted:
+            _load_linecache(tid)
+    finally:
+        _State.busy.discard(tid)
+
+
+_PLAIN = frozenset(("open", "import", "exec"))
+
+
+def _plain(event, args):
+    """Whether an open, import or exec event certainly needs nothing, told
+    from its arguments alone, before the hook looks at frames: the bulk of
+    the events a library import raises (reading its files, loading allowed
+    modules). Anything it is not sure of gets the full treatment in _hook;
+    what it may skip is invariant 6 above."""
+    cfg = _State.cfg
+    if event in cfg.deny_events:
+        return False
+    if event == "open":
+        # An absolute path that cannot lead into /proc or /dev (no ".",
+        # ".." or empty component) cannot be the report pipe; it needs
+        # nothing more unless writes are checked and this is one.
+        p, mode, flags = args
+        if (type(p) is not str or not p.startswith("/") or "/." in p or "//" in p
+                or p.startswith(("/proc/", "/dev/"))):
+            return False
+        return "open" not in cfg.deny_builtins or not (
+            type(mode) is str and any(c in mode for c in "wxa+")
+            or type(flags) is int and flags & WRITE_FLAGS)
+    allow = cfg.allow
+    if event == "import":
+        # A module the policy allows is allowed whoever asks (linecache's
+        # first import still goes through, to plant the program's lines).
+        name = args[0]
+        return type(name) is str and (allow is None or _top(name) in allow) and (
+            name != "linecache" or _State.planted)
+    return allow is None  # exec: only a module load's name is checked
+
+
+def _is_ast_parse(code):
+    """Whether code is the real ast.parse, whose compile event is a parse
+    of source that makes no code. The runner does not import ast (bound.py):
+    the real one is looked up once a frame claims to be it."""
+    if code.co_name != "parse" or code.co_filename != _AST_FILE:
+        return False
+    if _State.ast_parse is None:
+        m = _modules.get("ast")
+        f = getattr(m, "parse", None) if type(m) is _ModuleType else None
+        _State.ast_parse = getattr(f, "__code__", None)
+    return code is _State.ast_parse
+
+
+def _load_linecache(tid):
+    """The program's lines must be in linecache's cache before anything
+    asks it for them (tracebacks, warnings, inspect), but importing
+    linecache (tokenize, re) would slow every run. So when something first imports it, the
+    runner imports it at once, with the hook watching this thread again,
+    and plants them; the import that was starting then finds it loaded."""
+    if _State.planting:
+        return
+    _State.planting = True
+    _State.busy.discard(tid)
+    try:
+        _real_import("linecache")
+        _plant_lines()
+    finally:
+        _State.planting = False
+        _State.busy.add(tid)
+
+
+def _plant_lines():
+    lc = _modules.get("linecache")
+    if lc is None or _State.planted:
+        return
+    lines = _State.lines
+    lc.cache[_State.cfg.filename] = (
+        sum(len(l) + 1 for l in lines), None, [l + "\n" for l in lines],
+        _State.cfg.filename)
+    _State.planted = True

@@ -1,0 +1,261 @@
+"""The static check: the whole program is parsed and compiled before any
+of it runs, and every violation is collected at once (imports, denied
+builtins, and under strict_attrs underscore attributes). The guard runs
+the same check on code compiled at run time (_check with codegen).
+
+tests/test_static.py tests it without a sandbox."""
+
+import _ast
+import sys
+
+from .bound import _AST, _real_import
+
+# Names that hand out the interpreter's machinery (strict_attrs, static).
+HIDDEN_NAMES = frozenset(("__builtins__", "__loader__", "__spec__"))
+# Attributes that lead from any object to frames, code, globals or every
+# class: refused in code that libraries compile at run time (typing's
+# ForwardRef, dataclasses) under strict_attrs. Library code generators use
+# only __class__, __qualname__, __setattr__ and __delattr__.
+ESCAPE_ATTRS = frozenset((
+    "__subclasses__", "__globals__", "__builtins__", "__bases__", "__base__",
+    "__mro__", "__code__", "__closure__", "__func__", "__self__", "__dict__",
+    "__getattribute__", "__reduce__", "__reduce_ex__", "__loader__",
+    "__spec__", "__traceback__", "__import__", "gi_frame", "gi_code",
+    "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "f_back",
+    "f_globals", "f_builtins", "f_locals", "f_code"))
+CODEGEN_NAMES = frozenset((
+    "__import__", "__builtins__", "eval", "exec", "compile", "getattr",
+    "setattr", "delattr", "globals", "locals", "vars", "breakpoint", "open"))
+
+
+def _static(cfg, report, src):
+    """Parse, compile and check; return the code object or exit."""
+    try:
+        if b"\0" in src:
+            line = src.count(b"\n", 0, src.index(b"\0")) + 1
+            raise SyntaxError("source code cannot contain null bytes",
+                              (cfg.filename, line, 1, None))
+        tree = compile(src, cfg.filename, "exec", _ast.PyCF_ONLY_AST)
+        code = compile(src, cfg.filename, "exec", dont_inherit=True)
+    except (SyntaxError, RecursionError, MemoryError) as e:
+        if not isinstance(e, SyntaxError):
+            e = SyntaxError("the program is too deeply nested to compile",
+                            (cfg.filename, 0, 0, None))
+        line, col = e.lineno or 0, max((e.offset or 1) - 1, 0)
+        report.line((("static", "syntax_error"), ("line", line), ("col", col),
+                     ("detail", "%s: %s" % (type(e).__name__, e.msg))))
+        e.__traceback__ = None
+        _real_import("traceback").print_exception(type(e), e, None)
+        sys.exit(cfg.exit_syntax)
+    # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
+    lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    found = []
+    _check(tree, cfg, found)
+    found = sorted({(l, c, k, n, d) for k, n, l, c, d in found})
+    for line, col, kind, name, detail in found[:cfg.max_lines]:
+        report.violation(kind, name, line, _char_col(lines, line, col), detail)
+    if not found:
+        report.line((("static", "ok"),))
+        return code, lines
+    report.line((("static", "violations"), ("count", len(found))))
+    w = sys.stderr.write
+    w("nsbox: %s breaks the policy (%d violation%s); %s:\n" % (
+        cfg.filename, len(found), "" if len(found) == 1 else "s",
+        "nothing was run" if cfg.mode == "run" else "checked only"))
+    for line, col, kind, name, detail in found[:20]:
+        w("  line %d, col %d: %s\n" % (line, _char_col(lines, line, col), detail))
+    if len(found) > 20:
+        w("  ... and %d more\n" % (len(found) - 20))
+    sys.stderr.flush()
+    sys.exit(cfg.exit_policy)
+
+
+def _walk(tree):
+    """ast.walk without ast: every node, breadth first, in ast.walk's order."""
+    todo = [tree]
+    i = 0
+    while i < len(todo):
+        n = todo[i]
+        i += 1
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, _AST):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, _AST))
+        yield n
+
+
+def _literal(node):
+    """The value of a string literal, folding "a" + "b"; None otherwise."""
+    parts, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, _ast.BinOp) and isinstance(n.op, _ast.Add):
+            stack.append(n.right)
+            stack.append(n.left)
+        elif isinstance(n, _ast.Constant) and isinstance(n.value, str):
+            parts.append(n.value)
+        else:
+            return None
+    return "".join(parts)
+
+
+def _is_dunder(s):
+    return (len(s) > 4 and s.startswith("__") and s.endswith("__")
+            and s.isidentifier() and s != "__main__")
+
+
+def _top(name):
+    return name.partition(".")[0]
+
+
+def _allowed_text(cfg):
+    names = cfg.allow_listed
+    if not names:
+        return "nothing"
+    if len(names) <= 8:
+        return ", ".join(names)
+    return "%s, ... (%d in all)" % (", ".join(names[:8]), len(names))
+
+
+def _import_detail(cfg, name):
+    return "import of %r is not allowed by the policy (allowed: %s)" % (
+        name, _allowed_text(cfg))
+
+
+def _relative_detail(name):
+    return ("relative import %r is not allowed: the program is not part of "
+            "a package" % name)
+
+
+def _check(tree, cfg, out, codegen=False):
+    """Append (kind, name, line, bytecol, detail) for every violation in tree.
+
+    codegen: the tree is code a library compiles at run time (strict_attrs
+    only); then what counts is imports, eval-like names it does not bind
+    itself, and attributes that lead to internals, not the policy's lists."""
+    allow = None if codegen else cfg.allow
+    strict = cfg.strict
+    deny = frozenset() if codegen else cfg.deny_builtins - {"open"}
+    # Names bound to importlib, and to its import functions; in generated
+    # code, the names it binds itself (a namedtuple field may be "locals").
+    il_mods, il_funcs, bound = set(), set(), set()
+    for n in _walk(tree):
+        if codegen and isinstance(n, _ast.arg):
+            bound.add(n.arg)
+        elif codegen and isinstance(n, _ast.Name) and not isinstance(n.ctx, _ast.Load):
+            bound.add(n.id)
+        if isinstance(n, _ast.Import):
+            for a in n.names:
+                if a.name == "importlib":
+                    il_mods.add(a.asname or a.name)
+        elif isinstance(n, _ast.ImportFrom) and n.module == "importlib" and not n.level:
+            for a in n.names:
+                if a.name in ("import_module", "__import__"):
+                    il_funcs.add(a.asname or a.name)
+
+    def add(kind, name, node, detail, line=None, col=None):
+        out.append((kind, name, node.lineno if line is None else line,
+                    node.col_offset if col is None else col, detail))
+
+    def module(name, node, level=0):
+        if codegen:
+            add("import", name or ".", node, "import in code compiled at run time")
+            return
+        if allow is None or name is None and not level:
+            return
+        if level or name.startswith("."):
+            rel = "." * level + (name or "")
+            add("import", rel, node, _relative_detail(rel))
+        elif _top(name) not in allow:
+            add("import", _top(name), node, _import_detail(cfg, _top(name)))
+
+    def attr(name, node, what, line=None, col=None):
+        add("attribute", name, node,
+            "%s %r starts with an underscore: not allowed under strict_attrs"
+            % (what, name), line, col)
+
+    for n in _walk(tree):
+        if isinstance(n, _ast.Import):
+            for a in n.names:
+                module(a.name, a)
+        elif isinstance(n, _ast.ImportFrom):
+            module(n.module, n, n.level)
+            if strict:
+                for a in n.names:
+                    if a.name.startswith("_") and n.module != "__future__":
+                        attr(a.name, a, "imported name")
+        elif isinstance(n, _ast.Call):
+            f = n.func
+            lit = _literal(n.args[0]) if n.args else None
+            # __import__("x"), importlib.import_module("x"), importlib.__import__("x")
+            if lit is not None and (
+                    isinstance(f, _ast.Name) and (f.id == "__import__" or f.id in il_funcs)
+                    or isinstance(f, _ast.Attribute) and isinstance(f.value, _ast.Name)
+                    and f.value.id in il_mods and f.attr in ("import_module", "__import__")):
+                level = 0
+                for k in n.keywords:
+                    if k.arg == "level" and isinstance(k.value, _ast.Constant):
+                        level = k.value.value if isinstance(k.value.value, int) else 0
+                if lit.startswith(".") and len(n.args) > 1 and _literal(n.args[1]):
+                    lit = _literal(n.args[1])  # import_module(".x", "pkg"): pkg's top
+                module(lit, n, level)
+            # getattr(o, "_x") and its family, with a (folded) literal name
+            if (strict and isinstance(f, _ast.Name) and len(n.args) > 1
+                    and f.id in ("getattr", "setattr", "delattr", "hasattr")):
+                name = _literal(n.args[1])
+                plain = isinstance(n.args[1], _ast.Constant)
+                if name and name.startswith("_") and not (plain and _is_dunder(name)):
+                    attr(name, n, "attribute")
+        elif isinstance(n, _ast.Name):
+            if isinstance(n.ctx, _ast.Load) and n.id in deny:
+                add("builtin", n.id, n,
+                    "%r is not available under the policy" % n.id)
+            if codegen and n.id in CODEGEN_NAMES and n.id not in bound:
+                add("builtin", n.id, n, "%r in code compiled at run time" % n.id)
+            elif strict and n.id in HIDDEN_NAMES:
+                add("attribute", n.id, n,
+                    "name %r reaches the interpreter's internals: not allowed "
+                    "under strict_attrs" % n.id)
+        elif isinstance(n, _ast.Attribute) and strict:
+            # Point at the name after the dot, not at the whole expression.
+            line, col = n.end_lineno, n.end_col_offset - len(n.attr.encode("utf-8"))
+            if codegen and n.attr in ESCAPE_ATTRS:
+                add("attribute", n.attr, n, "attribute %r leads to the "
+                    "interpreter's internals" % n.attr, line, col)
+            elif not codegen and n.attr.startswith("_"):
+                attr(n.attr, n, "attribute", line, col)
+        elif isinstance(n, _ast.MatchClass) and strict and not codegen:
+            for k in n.kwd_attrs:  # case C(__class__=x) reads an attribute
+                if k.startswith("_"):
+                    attr(k, n, "attribute")
+        elif (isinstance(n, _ast.Constant) and strict and not codegen
+              and isinstance(n.value, str) and _is_dunder(n.value)):
+            # "__module__", "__annotations__" as keys of a class namespace
+            add("attribute", n.value, n,
+                "string %r names a special attribute: not allowed under "
+                "strict_attrs" % n.value)
+
+
+def _decode(src):
+    try:
+        # A coding cookie can only be in the first two lines; without one
+        # the source is UTF-8 (and tokenize, slow to import, is not needed).
+        if b"coding" in b"\n".join(src.split(b"\n", 2)[:2]):
+            enc, _ = _real_import("tokenize").detect_encoding(
+                iter(src.splitlines(True)).__next__)
+        else:
+            enc = "utf-8-sig" if src.startswith(b"\xef\xbb\xbf") else "utf-8"
+        return src.decode(enc)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return src.decode("utf-8", "replace")
+
+
+def _char_col(lines, line, bytecol):
+    """Turn an ast byte offset into a character offset on that line."""
+    if bytecol is None:
+        return 0
+    if 0 < line <= len(lines):
+        return len(lines[line - 1].encode("utf-8")[:bytecol].decode("utf-8", "replace"))
+    return bytecol
