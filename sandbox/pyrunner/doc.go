@@ -1,5 +1,5 @@
 // Package pyrunner holds the Python runner nsbox starts inside the sandbox,
-// and the Go side of its protocol: the command line (ArgvCompiled), the
+// and the Go side of its protocol: the command line (Argv), the
 // config, the compiled form (Compile, CompiledPath) and the parser for the
 // violations it reports (ParseReport).
 //
@@ -37,7 +37,7 @@
 //
 // # Protocol
 //
-// The supervisor execs ArgvCompiled(interp, CompiledPath(), cfg):
+// The supervisor execs Argv(interp, CompiledPath(), cfg):
 //
 //	interp -S -s -P <compiled runner> <config JSON>
 //

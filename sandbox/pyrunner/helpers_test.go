@@ -107,9 +107,9 @@ func runProgram(t *testing.T, cfg Config, program, dir string) result {
 	if cfg.WritableDirs == nil {
 		cfg.WritableDirs = sandboxWritable
 	}
-	argv, err := ArgvCompiled(python, runnerPyc(t), cfg)
+	argv, err := Argv(python, runnerPyc(t), cfg)
 	if err != nil {
-		t.Fatalf("ArgvCompiled: %v", err)
+		t.Fatalf("Argv: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -156,19 +156,10 @@ func isModuleName(s string) bool {
 // directory, here the compiled runner's, in sys.path).
 var flags = []string{"-S", "-s", "-P"}
 
-// Argv used to pass the runner's source with -c, compiled on every run.
-// The runner now starts only from the root's compiled copy.
-//
-// Deprecated: use ArgvCompiled with CompiledPath; a root without that file
-// was built for another nsbox and must be rebuilt. Argv always fails.
-func Argv(interp string, c Config) ([]string, error) {
-	return nil, fmt.Errorf("pyrunner: the root lacks this nsbox's compiled runner %s: rebuild the root", CompiledPath())
-}
-
-// ArgvCompiled returns the interpreter's command line for c, with pyc the
+// Argv returns the interpreter's command line for c, with pyc the
 // root's compiled runner (CompiledPath):
 // [interp, "-S", "-s", "-P", pyc, <config JSON>].
-func ArgvCompiled(interp, pyc string, c Config) ([]string, error) {
+func Argv(interp, pyc string, c Config) ([]string, error) {
 	if pyc == "" {
 		return nil, errors.New("pyrunner: no compiled runner")
 	}

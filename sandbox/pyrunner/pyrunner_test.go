@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-func TestArgvCompiled(t *testing.T) {
+func TestArgv(t *testing.T) {
 	pyc := CompiledPath()
-	argv, err := ArgvCompiled("/usr/bin/python3.11", pyc, Config{Mode: ModeRun, ReportFD: 3,
+	argv, err := Argv("/usr/bin/python3.11", pyc, Config{Mode: ModeRun, ReportFD: 3,
 		WritableDirs: []string{"/workspace"}})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestArgvCompiled(t *testing.T) {
 	}
 
 	// nil and empty allowlists differ: no checks, and nothing allowed.
-	argv, err = ArgvCompiled("python", pyc, Config{Mode: ModeCheck, Allow: []string{}, ReportFD: 4,
+	argv, err = Argv("python", pyc, Config{Mode: ModeCheck, Allow: []string{}, ReportFD: 4,
 		Filename: "job.py", WritableDirs: []string{"/out"}})
 	if err != nil {
 		t.Fatal(err)
@@ -41,17 +41,8 @@ func TestArgvCompiled(t *testing.T) {
 		got["mode"] != "check" || !reflect.DeepEqual(got["writable_dirs"], []any{"/out"}) {
 		t.Errorf("config %s", argv[5])
 	}
-	if _, err := ArgvCompiled("python", "", Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/w"}}); err == nil {
-		t.Error("ArgvCompiled accepted no runner")
-	}
-}
-
-// TestNoSourceStart: the runner starts only from a root's compiled copy;
-// the deprecated Argv refuses and names the file the root lacks.
-func TestNoSourceStart(t *testing.T) {
-	argv, err := Argv("python", Config{Mode: ModeRun, ReportFD: 3})
-	if err == nil || argv != nil || !strings.Contains(err.Error(), CompiledPath()) {
-		t.Errorf("Argv: %q, %v", argv, err)
+	if _, err := Argv("python", "", Config{Mode: ModeRun, ReportFD: 3, WritableDirs: []string{"/w"}}); err == nil {
+		t.Error("Argv accepted no runner")
 	}
 }
 
@@ -76,12 +67,12 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %s", tc.cfg, err, tc.want)
 		}
-		if _, err := ArgvCompiled("python", CompiledPath(), tc.cfg); err == nil {
-			t.Errorf("ArgvCompiled accepted %+v", tc.cfg)
+		if _, err := Argv("python", CompiledPath(), tc.cfg); err == nil {
+			t.Errorf("Argv accepted %+v", tc.cfg)
 		}
 	}
-	if _, err := ArgvCompiled("", CompiledPath(), ok); err == nil {
-		t.Error("ArgvCompiled accepted no interpreter")
+	if _, err := Argv("", CompiledPath(), ok); err == nil {
+		t.Error("Argv accepted no interpreter")
 	}
 	full := Config{Mode: ModeRun, Allow: DatasciAllow, DenyBuiltins: StrictDenyBuiltins,
 		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3, WritableDirs: []string{"/workspace"}}

@@ -153,7 +153,7 @@ func newSpec(o Options, root *roots.Root, fds spec.FDs, tasks []*os.File, filter
 	pl := o.Plan
 	cfg := pl.Runner
 	cfg.ReportFD = fds.Report
-	argv, err := pyrunner.ArgvCompiled(root.Header.Python.Path, pyrunner.CompiledPath(), cfg)
+	argv, err := pyrunner.Argv(root.Header.Python.Path, pyrunner.CompiledPath(), cfg)
 	if err != nil {
 		return nil, err
 	}
