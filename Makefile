@@ -1,5 +1,6 @@
 # nsbox — build, run and test. `make run` and `make test` are the two
 # commands a newcomer needs (README.md); both install what they need.
+# docs/development.md describes every target.
 
 GO      ?= go
 BIN     := bin/nsbox
@@ -7,8 +8,9 @@ INIT    := bin/nsbox-init
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # netgo, osusergo: no NSS lookups through glibc in a static binary;
 # sqlite_omit_load_extension: the audit log's SQLite never dlopens;
-# urfave_cli_no_docs: drops urfave/cli's man/markdown generation (unused)
-# and with it blackfriday, whose package init was a quarter of every start-up.
+# urfave_cli_no_docs: drops urfave/cli's man/markdown generation (unused;
+# docs/cli.md has its own generator) and with it blackfriday, whose package
+# initialisers every start-up would pay for.
 TAGS    := netgo,osusergo,sqlite_omit_load_extension,urfave_cli_no_docs
 # Everything compiled or embedded into the binary (go:embed: the policies,
 # the seccomp profiles, the Python runner), and this file for TAGS.
@@ -34,7 +36,7 @@ $(BIN): $(GOFILES)
 		-ldflags "-s -w -X main.version=$(VERSION) -linkmode external -extldflags -static" -o $@ ./cmd/nsbox
 
 # The sandbox init alone (cmd/nsbox-init), started once per run inside the
-# new namespaces: without cgo it starts in ~1.2 ms instead of nsbox's ~3 ms.
+# new namespaces: without cgo it starts faster than nsbox (docs/benchmarks.md).
 # nsbox uses it when it lies beside the nsbox binary, else re-executes itself.
 $(INIT): $(GOFILES)
 	@mkdir -p bin
@@ -74,7 +76,7 @@ test: deps build datasci fmt-check vet
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 
 # Every fuzz target (each `func Fuzz...` in a _test.go file), 500000
-# inputs each (FUZZTIME=...; 10-50 s here). A count, not a duration: with a
+# inputs each (FUZZTIME=...). A count, not a duration: with a
 # duration, Go 1.26's fuzz coordinator can fail a target with a bare
 # "context deadline exceeded" at the deadline (golang/go#75804, fixed in
 # Go 1.27). -fuzzminimizetime bounds the minimizing of each new interesting
@@ -91,16 +93,18 @@ fuzz:
 clean:
 	rm -rf bin
 
-# The built-in seccomp profiles compiled to BPF for this machine's
-# architecture (seccomp-profiles/NAME.GOARCH.bpf and golden_GOARCH.go),
-# checked in and embedded; seccomp-profiles/gen's TestGoldens fails when
-# they are stale. Run after changing a profile, sandbox/seccomp's compiler
-# or libseccomp, and commit the result.
+# Every generated file, from its one source: the built-in seccomp profiles
+# compiled to BPF for this machine's architecture (seccomp-profiles), the
+# Python runner bundled from its modules (sandbox/pyrunner), the CLI
+# reference (docs/cli.md) and the policy reference (docs/policies.md).
+# Each is checked in, and a test fails when one is stale; run this after
+# changing a source (for the seccomp BPF also after a libseccomp update)
+# and commit the result.
 .PHONY: generate
 generate:
-	$(GO) generate ./seccomp-profiles
+	$(GO) generate ./...
 
-# --- datasci venv and pandas benchmark (issue 4, items 4 and 8) -------------
+# --- datasci venv and pandas benchmark -----------------------------------------
 # Targets: datasci-venv, bench-pandas.
 #   datasci-venv  bench/.venv-datasci: a venv of $(DATASCI_PYTHON) with exactly
 #                 policies/datasci.lock installed (hash-checked, wheels only,
@@ -138,13 +142,13 @@ bench-pandas: build datasci-venv
 		$(BENCH_PYTHON) bench/pandas_import.py $(BENCH_ARGS)
 
 # Every fuzz target (each `func Fuzz...` in a _test.go file) for 50000
-# inputs each (1-6 s here), for CI; `make fuzz` runs 500000 each. Crashers are written under the
-# package's testdata/fuzz/ and then fail `go test` until fixed.
+# inputs each, for CI; `make fuzz` runs 500000 each. Crashers are written
+# under the package's testdata/fuzz/ and then fail `go test` until fixed.
 .PHONY: fuzz-short
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 
-# --- stress suite (issue 6, item 3) ------------------------------------------
+# --- stress suite ---------------------------------------------------------------
 # Target: stress. TestStress at full size: 500 sequential runs, 200
 # concurrent (8 at a time) and 50 whose supervisor is SIGKILLed at a random
 # moment, a mix of ok, error, timeout, memory bomb, output flood, fork bomb
@@ -163,12 +167,14 @@ stress: build
 		NSBOX_STRESS_PAR=$(STRESS_PAR) NSBOX_STRESS_KILLS=$(STRESS_KILLS) \
 		$(GO) test -tags $(TAGS) -count=1 -v -run '^TestStress$$' -timeout 30m .
 
-# --- cold-start benchmark (issue 6, item 1) ----------------------------------
+# --- cold-start benchmark ------------------------------------------------------
 #   bench  every method (bare python, nsbox per policy and with each layer
 #          switched off, bubblewrap, runc; workloads pass, stdlib, pandas)
-#          interleaved run by run with bare python; writes docs/benchmarks.md
-#          and bench/results/bench.json (bench/README.md). As root; installs
-#          bubblewrap and runc with apt-get when missing. Not part of `test`.
+#          interleaved run by run with bare python, plus sizes, phases and
+#          root checks; writes docs/benchmarks.md, the only page with measured
+#          figures, and bench/results/bench.json (bench/README.md). As root;
+#          installs bubblewrap and runc with apt-get when missing. Not part of
+#          `test`.
 .PHONY: bench
 bench: build
 	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \

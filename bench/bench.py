@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""`make bench` (issue 6, item 1): the cold-start cost of nsbox, layer by
-layer, against bare python, bubblewrap and runc.
+"""`make bench`: the cold-start cost of nsbox, layer by layer, against bare
+python, bubblewrap and runc, and the other figures the documentation links
+to (docs/benchmarks.md is the only page with measured numbers).
 
 Every method M is paired with a baseline B (bare /usr/bin/python3.11 running
 the same workload; for the cgroups-off and pandas methods see below). After
@@ -43,6 +44,13 @@ children it reaped), so for nsbox it is max(supervisor, init, python). A
 second, short pass (--rss-runs) samples /proc/PID/status VmHWM of the nsbox
 process itself until it exits: the supervisor's own high-water mark (a lower
 bound; the last sample before exit).
+
+Extras (unless --only names methods without "extras"): the sizes of the
+binaries, the compiled runner and the built-in roots (from their manifests);
+where a `-c pass` run's time goes, as the median of each --trace-phases phase
+over --phase-runs runs under strict and datasci; `nsbox rootfs verify` (the
+full re-hash) on each built-in root, --verify-runs times; and building base
+into a scratch directory, --build-runs times.
 
 Output: bench/results/bench.json (every sample) and docs/benchmarks.md (the
 table, the machine and how to reproduce). Stdlib only; Python >= 3.11; root.
@@ -88,9 +96,16 @@ def parse_args():
     ap.add_argument("--pandas-runs", type=int, default=int(env("BENCH_PANDAS_RUNS", "30")))
     ap.add_argument("--warmups", type=int, default=int(env("BENCH_WARMUPS", "3")))
     ap.add_argument("--rss-runs", type=int, default=int(env("BENCH_RSS_RUNS", "5")))
+    ap.add_argument("--phase-runs", type=int, default=int(env("BENCH_PHASE_RUNS", "30")),
+                    help="--trace-phases runs per policy (extras)")
+    ap.add_argument("--verify-runs", type=int, default=int(env("BENCH_VERIFY_RUNS", "5")),
+                    help="nsbox rootfs verify runs per built-in root (extras)")
+    ap.add_argument("--build-runs", type=int, default=int(env("BENCH_BUILD_RUNS", "3")),
+                    help="builds of base into a scratch directory (extras)")
     ap.add_argument("--nsbox", default=env("NSBOX_BIN", "bin/nsbox"))
     ap.add_argument("--venv", default=env("DATASCI_VENV", "bench/.venv-datasci"))
-    ap.add_argument("--only", help="comma-separated substrings: run only methods whose name contains one")
+    ap.add_argument("--only", help="comma-separated substrings: run only methods whose name contains one "
+                    "(and the extras only if one is \"extras\")")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install bubblewrap/runc")
     ap.add_argument("--json-out", default="bench/results/bench.json")
     ap.add_argument("--md-out", default="docs/benchmarks.md")
@@ -371,6 +386,129 @@ def build_methods(a, tmp, notes):
     return meths
 
 
+# --- extras: sizes, phases, root checks --------------------------------------
+
+def file_size(path):
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def sizes(nsbox):
+    """Sizes of what a run uses: the binaries, the compiled runner, and each
+    built-in root's regular files, manifest and header (from the manifest)."""
+    out = {"nsbox": file_size(nsbox), "nsbox_init": file_size(os.path.join(os.path.dirname(nsbox), "nsbox-init")),
+           "runner_source": file_size(os.path.join(REPO, "sandbox", "pyrunner", "runner.py")),
+           "runner_compiled": None, "roots": {}}
+    runner = output([nsbox, "rootfs", "runner-path"])
+    for name in ("base", "datasci"):
+        meta = os.path.join(ROOTS, name, ".nsbox")
+        try:
+            with open(os.path.join(meta, "manifest.json")) as f:
+                man = json.load(f)
+            with open(os.path.join(meta, "root.json")) as f:
+                hdr = json.load(f)
+        except (OSError, ValueError):
+            continue
+        files = [e for e in man["files"] if e["type"] == "file"]
+        out["roots"][name] = {
+            "files": len(files), "paths": len(man["files"]), "bytes": sum(e["size"] for e in files),
+            "manifest_bytes": file_size(os.path.join(meta, "manifest.json")),
+            "header_bytes": file_size(os.path.join(meta, "root.json")), "critical": len(hdr["critical"]),
+            "packages": len((man.get("lock") or {}).get("packages") or []),
+        }
+        if name == "base" and runner.startswith("/"):
+            out["runner_compiled"] = file_size(os.path.join(ROOTS, name) + runner)
+    return out
+
+
+def trace_phases(nsbox, policy, runs, warmups):
+    """Median of each --trace-phases phase of `nsbox run --policy P -c pass`,
+    in the order the phases come, with the median duration_ms and the wall
+    time the harness saw."""
+    cmd = [nsbox, "run", "--json", "--trace-phases", "--policy", policy, "-c", "pass"]
+    per, order, durations, walls = {}, [], [], []
+    for i in range(warmups + runs):
+        t0 = time.perf_counter_ns()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        wall = (time.perf_counter_ns() - t0) / 1e6
+        if r.returncode != 0:
+            raise RunError("%s exited %d\noutput: %s" % (" ".join(cmd), r.returncode, (r.stdout + r.stderr)[-3000:]))
+        if i < warmups:
+            continue
+        res = json.loads(r.stdout)
+        walls.append(wall)
+        durations.append(res["duration_ms"])
+        for ph in res.get("phases") or []:
+            if ph["name"] not in per:
+                per[ph["name"]] = []
+                order.append(ph["name"])
+            per[ph["name"]].append(ph["ms"])
+    return {"policy": policy, "runs": runs, "wall_ms_median": statistics.median(walls),
+            "duration_ms_median": statistics.median(durations),
+            "phases": [{"name": n, "n": len(per[n]), "median_ms": statistics.median(per[n])} for n in order]}
+
+
+def verify_times(nsbox, runs):
+    """Wall time of `nsbox rootfs verify ROOT` (every file re-hashed) per
+    built-in root: median and samples."""
+    out = {}
+    for name in ("base", "datasci"):
+        root = os.path.join(ROOTS, name)
+        if not os.path.isdir(os.path.join(root, ".nsbox")):
+            continue
+        xs = [run_once([nsbox, "rootfs", "verify", root], dict(os.environ))[0] for _ in range(runs)]
+        out[name] = {"runs": runs, "median_ms": statistics.median(xs), "samples_ms": [round(x, 3) for x in xs]}
+    return out
+
+
+def build_times(nsbox, tmp, runs):
+    """`nsbox rootfs build` of base into a scratch directory: the builder's
+    own elapsed_ms, files and bytes (its final JSON line), median of runs."""
+    out = []
+    for i in range(runs):
+        dst = os.path.join(tmp, "base-build-%d" % i)
+        r = subprocess.run([nsbox, "rootfs", "build", "--json", "--python", PY, "--out", dst],
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RunError("rootfs build exited %d: %s" % (r.returncode, (r.stdout + r.stderr)[-3000:]))
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        shutil.rmtree(dst, ignore_errors=True)
+    return {"runs": runs, "elapsed_ms_median": statistics.median(d["elapsed_ms"] for d in out),
+            "files": out[-1]["files"], "bytes": out[-1]["bytes"], "samples_ms": [d["elapsed_ms"] for d in out]}
+
+
+def extras(a, nsbox, tmp, notes):
+    """The figures besides the method tables; a failing part is noted and
+    left out, never fatal."""
+    ex = {"sizes": sizes(nsbox), "phases": [], "verify": {}, "build_base": None}
+    for policy in ("strict", "datasci"):
+        if policy == "datasci" and not os.path.isdir(os.path.join(ROOTS, "datasci")):
+            continue
+        print("bench: [extras] --trace-phases, %s, %d runs" % (policy, a.phase_runs), file=sys.stderr, flush=True)
+        try:
+            ex["phases"].append(trace_phases(nsbox, policy, a.phase_runs, a.warmups))
+        except (RunError, ValueError, subprocess.TimeoutExpired) as e:
+            notes.append("extras: --trace-phases under %s failed: %s" % (policy, str(e).splitlines()[0][:300]))
+    print("bench: [extras] rootfs verify, %d runs per root" % a.verify_runs, file=sys.stderr, flush=True)
+    try:
+        ex["verify"] = verify_times(nsbox, a.verify_runs)
+    except RunError as e:
+        notes.append("extras: rootfs verify failed: %s" % str(e).splitlines()[0][:300])
+    if a.build_runs > 0:
+        print("bench: [extras] rootfs build of base, %d runs" % a.build_runs, file=sys.stderr, flush=True)
+        try:
+            ex["build_base"] = build_times(nsbox, tmp, a.build_runs)
+        except (RunError, ValueError, subprocess.TimeoutExpired) as e:
+            notes.append("extras: rootfs build failed: %s" % str(e).splitlines()[0][:300])
+    return ex
+
+
+def want_extras(a):
+    return not a.only or "extras" in [k.strip() for k in a.only.split(",")]
+
+
 # --- machine ---------------------------------------------------------------
 
 def output(cmd):
@@ -417,9 +555,10 @@ def fmt(x, d=1):
 def markdown(res, a):
     mc = res["machine"]
     L = ["# Benchmarks", "",
-         "Cold-start cost of `nsbox run`, layer by layer, against bare Python, bubblewrap and runc",
-         "(issue 6, item 1). This file is written by `make bench` (`bench/bench.py`). The raw samples",
-         "are in `bench/results/bench.json`.", "",
+         "Cold-start cost of `nsbox run`, layer by layer, against bare Python, bubblewrap and runc, and",
+         "the other measured figures of nsbox: sizes, where a run's time goes, root checks and builds.",
+         "This is the only page with measured numbers; the others link here. It is written by `make bench`",
+         "(`bench/bench.py`); do not edit it by hand. The raw samples are in `bench/results/bench.json`.", "",
          "## Machine", "",
          "| | |", "|---|---|",
          "| CPU | %s |" % mc["cpu"], "| Cores | %s |" % mc["cores"], "| Memory | %s |" % mc["memory"],
@@ -475,6 +614,7 @@ def markdown(res, a):
         for k, v in lc.items():
             L.append("| %s | %s | %s |" % (k, fmt(v["ms"]), v["how"]))
         L.append("")
+    L += markdown_extras(res.get("extras"))
     findings = os.path.join(HERE, "findings.md")
     if os.path.exists(findings):  # hand-written reading of a run; kept across reruns
         with open(findings) as f:
@@ -493,6 +633,76 @@ def markdown(res, a):
           "%d s on this machine. The figures move with host load: compare ratios and +ms, which are paired," % res["elapsed_s"],
           "rather than medians taken at different times.", ""]
     return "\n".join(L)
+
+
+def mib(b, d=1):
+    return "-" if b is None else "%.*f MiB" % (d, b / 1048576)
+
+
+def kib(b):
+    return "-" if b is None else "%.1f KiB" % (b / 1024)
+
+
+def markdown_extras(ex):
+    """The sizes, phases and root sections; none for results without them."""
+    if not ex:
+        return []
+    L = []
+    sz = ex.get("sizes") or {}
+    if sz:
+        L += ["## Sizes", "",
+              "| What | Size |", "|---|---:|",
+              "| `bin/nsbox` (static, with cgo) | %s |" % mib(sz.get("nsbox")),
+              "| `bin/nsbox-init` (the stand-alone init, without cgo) | %s |" % mib(sz.get("nsbox_init")),
+              "| the Python runner's source (`sandbox/pyrunner/runner.py`) | %s |" % kib(sz.get("runner_source")),
+              "| the Python runner compiled into `base` (`/usr/lib/nsbox/runner-HASH.pyc`) | %s |" % kib(sz.get("runner_compiled")),
+              ""]
+        if sz.get("roots"):
+            L += ["| Root | regular files | paths | size of the files | `manifest.json` | `root.json` | critical entries | packages |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            for name, r in sz["roots"].items():
+                L.append("| `%s` | %d | %d | %s | %s | %s | %d | %d |" % (
+                    name, r["files"], r["paths"], mib(r["bytes"]), kib(r["manifest_bytes"]), kib(r["header_bytes"]),
+                    r["critical"], r["packages"]))
+            L.append("")
+    ph = ex.get("phases") or []
+    if ph:
+        pols = [p["policy"] for p in ph]
+        L += ["## Where a run's time goes", "",
+              "Median of each phase of `nsbox run --json --trace-phases --policy P -c pass` over %s runs, in ms"
+              % "/".join(str(p["runs"]) for p in ph),
+              "(the phases are described with the result's `phases` field in [result-schema.md](result-schema.md)).",
+              "`init: ...` phases are the init's own steps, timed inside the sandbox. `duration_ms` covers the",
+              "supervisor's phases; the harness's wall time also covers the process's start and exit.", "",
+              "| Phase | " + " | ".join("`%s` ms" % p for p in pols) + " |",
+              "|---|" + "---:|" * len(pols)]
+        names = []
+        for p in ph:
+            for x in p["phases"]:
+                if x["name"] not in names:
+                    names.append(x["name"])
+        for n in names:
+            cells = []
+            for p in ph:
+                v = next((x["median_ms"] for x in p["phases"] if x["name"] == n), None)
+                cells.append(fmt(v, 2))
+            L.append("| %s | %s |" % (n, " | ".join(cells)))
+        L.append("| **`duration_ms`** | %s |" % " | ".join(fmt(p["duration_ms_median"]) for p in ph))
+        L.append("| **wall, seen by the harness** | %s |" % " | ".join(fmt(p["wall_ms_median"]) for p in ph))
+        L.append("")
+    ve, bb = ex.get("verify") or {}, ex.get("build_base")
+    if ve or bb:
+        L += ["## Roots: full check and build", "",
+              "The quick check of every run is the `rootfs` phase above. The full check (`verify = \"full\"`,",
+              "`nsbox rootfs verify`) re-hashes every file of the root.", "",
+              "| What | median | runs |", "|---|---:|---:|"]
+        for name, v in ve.items():
+            L.append("| `nsbox rootfs verify` on `%s` | %s ms | %d |" % (name, fmt(v["median_ms"]), v["runs"]))
+        if bb:
+            L.append("| `nsbox rootfs build` of `base` into a scratch directory (%d files, %s; no network) | %s s | %d |" % (
+                bb["files"], mib(bb["bytes"]), fmt(bb["elapsed_ms_median"] / 1000), bb["runs"]))
+        L.append("")
+    return L
 
 
 def layer_costs(methods):
@@ -549,8 +759,11 @@ def main():
     tmp = tempfile.mkdtemp(prefix="nsbox-bench-")
     res = {"schema": 1, "machine": machine(nsbox), "notes": notes,
            "config": {"runs": a.runs, "pandas_runs": a.pandas_runs, "warmups": a.warmups, "rss_runs": a.rss_runs,
+                      "phase_runs": a.phase_runs, "verify_runs": a.verify_runs, "build_runs": a.build_runs,
                       "order": "M B M B ... (M first in every pair)"}}
     try:
+        if want_extras(a):
+            res["extras"] = extras(a, nsbox, tmp, notes)
         meths = build_methods(a, tmp, notes)
         for i, m in enumerate(meths):
             print("bench: [%d/%d] %s (%s), %d pairs" % (i + 1, len(meths), m["name"], m["workload"], m["runs"]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark for issue 4 item 8: `import pandas` inside the datasci root
+"""Benchmark: `import pandas` inside the datasci root
 versus the same venv outside any sandbox.
 
   A  $NSBOX_BIN run --policy $NSBOX_POLICY -c "import pandas"

@@ -2,8 +2,10 @@
 // mount, PID, network, IPC, UTS and cgroup namespaces, a read-only root,
 // no network) and reports what happened as a structured result.
 //
-// One file per command: run.go (nsbox run), init.go (the hidden init the
-// supervisor re-executes inside the sandbox).
+// One file per command: run.go (nsbox run), check.go, doctor.go,
+// rootfs.go, audit.go, and init.go and probe.go (the hidden commands the
+// supervisor and doctor re-execute this binary with). docs/cli.md is
+// generated from newApp (docs_test.go).
 package main
 
 import (
@@ -19,19 +21,28 @@ import (
 var version = "dev"
 
 func main() {
-	// The init's exact command line skips the cli App: building every
-	// command and flag to parse one cost the init ~0.1 ms of CPU.
+	// The init's exact command line skips the cli App: it need not build
+	// every command and flag to parse one.
 	if fd, ok := initproc.Args(os.Args); ok {
 		initproc.Main(fd) // returns only via os.Exit
 	}
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// newApp builds the command line: every command, its flags and their help.
+// The CLI reference, docs/cli.md, is generated from it.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:    "nsbox",
 		Usage:   "run untrusted Python in a Linux namespace sandbox",
 		Version: version,
 		Description: "nsbox runs Python code produced by AI agents in a fresh sandbox: new user, mount, PID,\n" +
 			"network, IPC, UTS and cgroup namespaces, a read-only root with only /workspace and /tmp writable,\n" +
 			"an unprivileged uid, no network, a wall-clock timeout that kills every process of the run and\n" +
-			"capped output. See README.md for the policy format and docs/result-schema.md for --json.",
+			"capped output. See docs/policies.md for the policy format and docs/result-schema.md for --json.",
 		Commands: []*cli.Command{
 			runCommand(),
 			checkCommand(),
@@ -42,10 +53,6 @@ func main() {
 			auditCommand(),
 		},
 		HideHelpCommand: true,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "nsbox: %v\n", err)
-		os.Exit(exitCode(err))
 	}
 }
 
