@@ -191,7 +191,6 @@ def main():
 
     res = {
         "benchmark": "pandas-import",
-        "issue": "4 item 8",
         "valid": a.runs >= MIN_RUNS,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "code": a.code,

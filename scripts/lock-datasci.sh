@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lock-datasci.sh: (re)generate policies/datasci.lock, the hash-pinned
-# package set of the `datasci` root (issue 4), from the short top-level list
+# package set of the `datasci` root, from the short top-level list
 # below.
 #
 #   scripts/lock-datasci.sh            reproduce: resolve TOP with every other
@@ -222,7 +222,7 @@ def mib(n):
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 lines = [
-    "# policies/datasci.lock: the package set of the `datasci` root (issue 4):",
+    "# policies/datasci.lock: the package set of the `datasci` root:",
     "# numpy, pandas and matplotlib with every runtime dependency, each pinned to",
     "# one version and to the sha256 of its wheel. Generated; do not edit by hand.",
     "#",

@@ -22,7 +22,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// The stress suite (issue 6, item 3): many runs of a mix of programs,
+// The stress suite: many runs of a mix of programs,
 // sequential, concurrent, and with the supervisor SIGKILLed at a random
 // moment; afterwards nothing may be left on the host (processes of the
 // sandbox uid, run cgroups, mounts, run directories), the supervisor stays

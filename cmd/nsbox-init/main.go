@@ -1,8 +1,8 @@
 // Command nsbox-init is the sandbox init on its own: what `nsbox init`
 // runs, in a binary built without cgo. The supervisor re-executes an init
-// for every run, inside the new namespaces, and this one starts in about
-// 1.2 ms where the nsbox binary (cgo for libseccomp and SQLite, a dozen
-// package initialisers) takes about 3 ms. nsbox starts it when it lies
+// for every run, inside the new namespaces, and this one starts faster
+// than the nsbox binary (cgo for libseccomp and SQLite, a dozen package
+// initialisers; docs/benchmarks.md). nsbox starts it when it lies
 // next to the nsbox binary, owned by root and writable by root only
 // (supervisor.InitBinary); otherwise nsbox re-executes itself.
 //

@@ -113,7 +113,7 @@ func initCheck() hostcheck.Check {
 	c := hostcheck.Check{Name: "stand-alone init", OK: true, MinKernel: "-"}
 	f, err := supervisor.InitFile()
 	if err != nil {
-		c.Detail = "not used, runs re-execute nsbox (about 2 ms slower to start): " + err.Error()
+		c.Detail = "not used, runs re-execute nsbox, which starts slower: " + err.Error()
 		c.Hint = "make build puts " + supervisor.InitBinary + " next to nsbox, owned by root, mode 0755"
 		return c
 	}

@@ -41,8 +41,8 @@ func (e *LockError) Error() string {
 
 // lazyRegexp compiles expr on first use. The package's regexps serve
 // only "nsbox rootfs build" and lock checks, but the package is linked
-// into every start of the binary (twice per sandboxed run), where
-// compiling them at init cost ~0.08 ms and ~500 allocations.
+// into every start of the binary, where compiling them at package init
+// would cost every run.
 func lazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -14,10 +14,9 @@ import (
 //
 // Why not Add: writing a pid to cgroup.procs moves a whole thread group
 // and takes the global cgroup_threadgroup_rwsem for writing, which waits
-// for an RCU grace period (6-17 ms here while the init's Go runtime keeps
-// the CPUs busy). A task writing "0" to `tasks` moves only itself, and the
-// kernel (cgroup_procs_write_start, Linux 5.18+) skips that lock: about
-// 10 µs per hierarchy.
+// for an RCU grace period, long while the init's Go runtime keeps the CPUs
+// busy. A task writing "0" to `tasks` moves only itself, and the kernel
+// (cgroup_procs_write_start, Linux 5.18+) skips that lock.
 //
 // Why it works from inside a user namespace: cgroup v1 checks the
 // credentials the file was opened with (of->file->f_cred, since the fix

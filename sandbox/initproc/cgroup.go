@@ -15,8 +15,8 @@ import (
 // other thread of the init dies in it, never having been moved.
 //
 // Writing "0" moves one thread and lets the kernel skip the global
-// cgroup_threadgroup_rwsem (Linux 5.18+), so this costs microseconds where
-// the supervisor's cgroup.procs write of the whole init took 6-17 ms. The
+// cgroup_threadgroup_rwsem (Linux 5.18+), which a cgroup.procs write of the
+// whole init takes, waiting for an RCU grace period (cgroup.OpenTasks). The
 // write is allowed because cgroup v1 checks the credentials the file was
 // opened with (host root's), not the init's.
 func attachCgroup(tasks []spec.TasksFile) error {

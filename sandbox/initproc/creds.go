@@ -52,8 +52,8 @@ func lastCap() (int, error) {
 // seccomp steps: raw system calls, not syscall.Set*, which apply to every
 // thread of the process and, in this cgo binary, go through glibc's setxid
 // broadcast: a signal to each of the init's runtime threads and a wait for
-// every one (0.33 ms median, 2.5 ms seen on a loaded host, the init's
-// costliest step after the Go runtime's start). The other threads only
+// every one, which made it the init's costliest step after the Go
+// runtime's start (docs/benchmarks.md). The other threads only
 // ever run the Go runtime and end at execve, which keeps this thread's
 // credentials.
 func dropIDs(uid, gid int) error {

@@ -11,8 +11,8 @@ import (
 )
 
 // InitBinary is the file name of the stand-alone init (cmd/nsbox-init):
-// the same init code as `nsbox init`, built without cgo, so it starts in
-// about 1.2 ms instead of about 3 ms. make build puts it next to nsbox.
+// the same init code as `nsbox init`, built without cgo, so it starts
+// faster (docs/benchmarks.md). make build puts it next to nsbox.
 const InitBinary = "nsbox-init"
 
 // initFDMin is where the opened init goes in this process: above every
