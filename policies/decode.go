@@ -89,18 +89,24 @@ func decode(file string, data []byte) (*layer, error) {
 			return nil, err
 		}
 	}
+	for i := range schema {
+		k := &schema[i]
+		e, ok := l.edits[k.Name]
+		switch {
+		case !ok:
+		case !l.set[keyExtends]:
+			return nil, d.errorf(e.key, "needs extends: there is no inherited %s to edit (allowed: %s = [...] with the whole list, or extends = %s above it)",
+				k.Leaf(), k.Leaf(), keyNamed(keyExtends).Example)
+		case l.set[k.Name]:
+			return nil, d.errorf(e.key, "cannot be combined with %s in one file: %s replaces the inherited list (allowed: either %s, or %s%s and %s%s)",
+				k.Leaf(), k.Leaf(), k.Leaf(), k.Leaf(), addSuffix, k.Leaf(), removeSuffix)
+		}
+	}
 	if l.set[keyExtends] {
 		if l.extends == "" {
 			return nil, d.errorf(keyExtends, `"" names no policy (allowed: %s)`, keyNamed(keyExtends).Allowed())
 		}
 		return l, nil
-	}
-	for i := range schema {
-		k := &schema[i]
-		if e, ok := l.edits[k.Name]; ok {
-			return nil, d.errorf(e.key, "needs extends: there is no inherited %s to edit (allowed: %s = [...] with the whole list, or extends = %s above it)",
-				k.Leaf(), k.Leaf(), keyNamed(keyExtends).Example)
-		}
 	}
 	for i := range schema {
 		k := &schema[i]
@@ -146,10 +152,6 @@ func (l *layer) decodeKey(k *Key) error {
 		}
 		if err := checkEntries(k, *form.dst, key, d.errorf); err != nil {
 			return err
-		}
-		if l.set[k.Name] {
-			return d.errorf(key, "cannot be combined with %s in one file: %s replaces the inherited list (allowed: either %s, or %s%s and %s%s)",
-				k.Leaf(), k.Leaf(), k.Leaf(), k.Leaf(), addSuffix, k.Leaf(), removeSuffix)
 		}
 		if e.key == "" {
 			e.key = key

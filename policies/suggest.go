@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -20,6 +21,13 @@ func suggest(k toml.Key, known []string) string {
 		for _, c := range leaves(sec) {
 			if near(last, c) && sec != k[0] {
 				return fmt.Sprintf(" (%s belongs in [%s])", c, sec)
+			}
+		}
+	}
+	if len(k) > 1 {
+		for _, c := range topNames() {
+			if near(last, c) && !slices.Contains(sections(), c) {
+				return fmt.Sprintf(" (%s belongs at the top level, above the first [table])", c)
 			}
 		}
 	}
