@@ -12,10 +12,10 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// maxExtendsDepth is how many parents a policy may have, one above the
+// MaxExtendsDepth is how many parents a policy may have, one above the
 // other. A real policy needs one or two; the bound turns a runaway chain
 // of files into an error that names it.
-const maxExtendsDepth = 8
+const MaxExtendsDepth = 8
 
 // source is the text of a policy and where it came from.
 type source struct {
@@ -93,7 +93,7 @@ func load(src *source, chain []*source) (*resolved, error) {
 
 // parentSource finds the policy l extends: a built-in name (a bare word)
 // or a path, relative to the directory of src. It refuses a cycle and a
-// chain deeper than maxExtendsDepth, naming the chain.
+// chain deeper than MaxExtendsDepth, naming the chain.
 func (l *layer) parentSource(src *source, chain []*source) (*source, error) {
 	at := func(format string, args ...any) error { return l.d.errorf(keyExtends, format, args...) }
 	ext := l.extends
@@ -122,8 +122,8 @@ func (l *layer) parentSource(src *source, chain []*source) (*source, error) {
 			return nil, at("cycle: %s", chainText(append(all[i:], parent)))
 		}
 	}
-	if len(all) > maxExtendsDepth {
-		return nil, at("more than %d policies above this one: %s", maxExtendsDepth, chainText(append(all, parent)))
+	if len(all) > MaxExtendsDepth {
+		return nil, at("more than %d policies above this one: %s", MaxExtendsDepth, chainText(append(all, parent)))
 	}
 	return parent, nil
 }

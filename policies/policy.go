@@ -133,9 +133,9 @@ var builtinFS embed.FS
 
 var builtinNames = []string{"datasci", "default", "permissive", "strict"}
 
-// maxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
+// MaxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
 // fails fast instead of exhausting memory.
-const maxFileSize = 1 << 20
+const MaxFileSize = 1 << 20
 
 // BuiltinNames returns the names of the shipped policies, sorted.
 func BuiltinNames() []string { return slices.Clone(builtinNames) }
@@ -232,12 +232,12 @@ func fileSource(path string) (*source, error) {
 		return nil, readErr(path, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, readErr(path, err)
 	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("read policy %s: larger than %s", path, Size(maxFileSize))
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("read policy %s: larger than %s", path, Size(MaxFileSize))
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

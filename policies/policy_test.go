@@ -184,7 +184,7 @@ func TestLoadFileErrorsNamePath(t *testing.T) {
 		t.Errorf("LoadFile(missing) error = %v, want one matching fs.ErrNotExist", err)
 	}
 	big := filepath.Join(dir, "big.toml")
-	must(t, os.WriteFile(big, make([]byte, maxFileSize+1), 0o644))
+	must(t, os.WriteFile(big, make([]byte, MaxFileSize+1), 0o644))
 	if _, err := LoadFile(big); err == nil || !strings.Contains(err.Error(), "larger than 1MiB") {
 		t.Errorf("LoadFile(big) error = %v, want a size error", err)
 	}

@@ -20,7 +20,7 @@ type Key struct {
 	Unit     string // what a number counts, when its type does not say: "CPUs"
 	Required bool   // a policy without extends must set it
 	Example  string // a value as TOML, for the docs and for the hint when the key is missing
-	Doc      string // one paragraph for docs/policies.md
+	Doc      string // one paragraph for docs/policies.md, in Markdown
 
 	// field points into a Policy at the value the key sets; its Go type
 	// gives the key's TOML type (see kinds). nil only for extends, which
@@ -66,8 +66,8 @@ var schema = []Key{
 		Name: keyExtends, Example: `"default"`,
 		Doc: "The policy this one starts from: a built-in name or the path of another policy file, " +
 			"relative to this file's directory. Only what differs need be written: every key left out is " +
-			"inherited, a key that is set replaces the parent's value, [env] is merged (this file wins), and " +
-			"each list takes additions and removals through KEY_add and KEY_remove.",
+			"inherited, a key that is set replaces the parent's value, `[env]` is merged (this file wins), " +
+			"and each list takes additions and removals through `KEY_add` and `KEY_remove`.",
 		allowed: func() string {
 			return "a built-in policy (" + strings.Join(builtinNames, ", ") +
 				`) or the path of a policy file, relative to this file's directory, such as "./base.toml"`
@@ -75,16 +75,16 @@ var schema = []Key{
 	},
 	{
 		Name: "description", Example: `"Tight limits for untrusted agent code."`,
-		Doc:     "Free text describing the policy, shown by nsbox policy list.",
+		Doc:     "Free text describing the policy, shown by `nsbox policy list`.",
 		field:   func(p *Policy) any { return &p.Description },
 		allowed: func() string { return "any string" },
 	},
 	{
 		Name: "python.root", Required: true, Example: `"base"`,
-		Doc: "The root filesystem the program runs in, mounted read-only as /: its interpreter, standard " +
-			"library and vetted packages. A built-in root (base: the standard library only, built from the " +
-			"host's Python on first use; datasci: numpy, pandas and matplotlib, built with make datasci) or " +
-			`the absolute path of a root built by "nsbox rootfs build".`,
+		Doc: "The root filesystem the program runs in, mounted read-only as `/`: its interpreter, standard " +
+			"library and vetted packages. A built-in root (`base`: the standard library only, built from the " +
+			"host's Python on first use; `datasci`: numpy, pandas and matplotlib, built with `make datasci`) " +
+			"or the absolute path of a root built by `nsbox rootfs build`.",
 		field: func(p *Policy) any { return &p.Python.Root },
 		allowed: func() string {
 			return `a built-in root (` + strings.Join(BuiltinRoots, ", ") + `) or the absolute, clean path of a root built by "nsbox rootfs build"`
@@ -93,8 +93,8 @@ var schema = []Key{
 	},
 	{
 		Name: "python.verify", Required: true, Example: `"quick"`,
-		Doc: "How the root is checked against its manifest before each run: quick checks the manifest's " +
-			"hash and the interpreter, loader and libc by size and mode; full re-hashes every file first " +
+		Doc: "How the root is checked against its manifest before each run: `quick` checks the manifest's " +
+			"hash and the interpreter, loader and libc by size and mode; `full` re-hashes every file first " +
 			"(slower; catches any change).",
 		field:  func(p *Policy) any { return &p.Python.Verify },
 		values: func() []string { return []string{VerifyQuick, VerifyFull} },
@@ -105,7 +105,7 @@ var schema = []Key{
 	},
 	{
 		Name: "limits.timeout", Required: true, Example: `"30s"`,
-		Doc:    "Wall-clock limit for the whole run; at the deadline every process of the run is killed (status timeout).",
+		Doc:    "Wall-clock limit for the whole run; at the deadline every process of the run is killed (status `timeout`).",
 		field:  func(p *Policy) any { return &p.Limits.Timeout },
 		bounds: durationRange{100 * time.Millisecond, 24 * time.Hour},
 	},
@@ -117,28 +117,28 @@ var schema = []Key{
 	},
 	{
 		Name: "limits.memory", Required: true, Example: `"512MiB"`,
-		Doc: "Memory of all the run's processes together (cgroup memory.max; swap is off). Past it the " +
-			"kernel's OOM killer ends the run: status memory_limit.",
+		Doc: "Memory of all the run's processes together (cgroup `memory.max`; swap is off). Past it the " +
+			"kernel's OOM killer ends the run: status `memory_limit`.",
 		field:  func(p *Policy) any { return &p.Limits.Memory },
 		bounds: sizeRange{16 * mib, 64 * gib},
 	},
 	{
 		Name: "limits.pids", Required: true, Example: `64`, Unit: "processes and threads",
-		Doc:    "Processes and threads the run may have at once (cgroup pids.max); past it fork and thread creation fail inside the sandbox.",
+		Doc:    "Processes and threads the run may have at once (cgroup `pids.max`); past it fork and thread creation fail inside the sandbox.",
 		field:  func(p *Policy) any { return &p.Limits.Pids },
 		bounds: intRange{4, 4096},
 	},
 	{
 		Name: "limits.cpus", Required: true, Example: `1.0`, Unit: "CPUs",
-		Doc: "CPU time per wall-clock second (cgroup cpu.max; 0.5 is half of one CPU). Also sets " +
-			"OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to the quota rounded up.",
+		Doc: "CPU time per wall-clock second (cgroup `cpu.max`; 0.5 is half of one CPU). Also sets " +
+			"`OMP_NUM_THREADS`, `OPENBLAS_NUM_THREADS` and `MKL_NUM_THREADS` to the quota rounded up.",
 		field:  func(p *Policy) any { return &p.Limits.CPUs },
 		bounds: floatRange{0.1, 64},
 	},
 	{
 		Name: "limits.cpu_time", Required: true, Example: `"30s"`, Unit: "whole seconds",
-		Doc: "CPU time each process may use (RLIMIT_CPU), a second line behind the wall clock: the run " +
-			"ends with status timeout and reason cpu.",
+		Doc: "CPU time each process may use (`RLIMIT_CPU`), a second line behind the wall clock: the run " +
+			"ends with status `timeout` and limit `cpu_time`.",
 		field:   func(p *Policy) any { return &p.Limits.CPUTime },
 		bounds:  durationRange{time.Second, 24 * time.Hour},
 		allowed: func() string { return durationRange{time.Second, 24 * time.Hour}.String() + " in whole seconds" },
@@ -146,38 +146,38 @@ var schema = []Key{
 	},
 	{
 		Name: "limits.open_files", Required: true, Example: `1024`, Unit: "file descriptors",
-		Doc:    "Open file descriptors per process (RLIMIT_NOFILE).",
+		Doc:    "Open file descriptors per process (`RLIMIT_NOFILE`).",
 		field:  func(p *Policy) any { return &p.Limits.OpenFiles },
 		bounds: intRange{16, 65536},
 	},
 	{
 		Name: "limits.file_size", Required: true, Example: `"64MiB"`,
-		Doc:    "Largest file a process may write (RLIMIT_FSIZE); writing past it fails with EFBIG.",
+		Doc:    "Largest file a process may write (`RLIMIT_FSIZE`); writing past it fails with `EFBIG`.",
 		field:  func(p *Policy) any { return &p.Limits.FileSize },
 		bounds: sizeRange{mib, 16 * gib},
 	},
 	{
 		Name: "limits.stack", Required: true, Example: `"8MiB"`,
-		Doc:    "Stack of the main thread (RLIMIT_STACK).",
+		Doc:    "Stack of the main thread (`RLIMIT_STACK`).",
 		field:  func(p *Policy) any { return &p.Limits.Stack },
 		bounds: sizeRange{mib, gib},
 	},
 	{
 		Name: "filesystem.tmp_size", Required: true, Example: `"64MiB"`,
-		Doc:    "Size of the writable tmpfs mounted at /tmp; writes beyond it fail with ENOSPC.",
+		Doc:    "Size of the writable tmpfs mounted at `/tmp`; writes beyond it fail with `ENOSPC`.",
 		field:  func(p *Policy) any { return &p.Filesystem.TmpSize },
 		bounds: sizeRange{mib, 16 * gib},
 	},
 	{
 		Name: "filesystem.shm_size", Required: true, Example: `"16MiB"`,
-		Doc:    "Size of the tmpfs mounted at /dev/shm (POSIX shared memory, used by multiprocessing).",
+		Doc:    "Size of the tmpfs mounted at `/dev/shm` (POSIX shared memory, used by multiprocessing).",
 		field:  func(p *Policy) any { return &p.Filesystem.ShmSize },
 		bounds: sizeRange{mib, 16 * gib},
 	},
 	{
 		Name: "sandbox.require", Required: true, Example: `["namespaces", "cgroups", "seccomp"]`,
 		Doc: "Protections the run cannot go without: a host that lacks one refuses the run before it " +
-			"starts (exit 125, status sandbox_error, with the fix from nsbox doctor). A protection in use " +
+			"starts (exit 125, status `sandbox_error`, with the fix from `nsbox doctor`). A protection in use " +
 			"but not listed is skipped on such a host, and the run's result reports what was active.",
 		field:  func(p *Policy) any { return &p.Sandbox.Require },
 		values: func() []string { return Requirements },
@@ -193,9 +193,9 @@ var schema = []Key{
 	},
 	{
 		Name: "sandbox.seccomp", Required: true, Example: `"default"`,
-		Doc: "The seccomp profile applied right before the interpreter starts: none, a built-in profile " +
-			"(seccomp-profiles/) or the absolute path of an OCI runtime-spec seccomp JSON file. " +
-			`"none" cannot be combined with "seccomp" in sandbox.require.`,
+		Doc: "The seccomp profile applied right before the interpreter starts: `none`, a built-in profile " +
+			"(`seccomp-profiles/`) or the absolute path of an OCI runtime-spec seccomp JSON file. " +
+			"`\"none\"` cannot be combined with `\"seccomp\"` in `sandbox.require`.",
 		field: func(p *Policy) any { return &p.Sandbox.Seccomp },
 		allowed: func() string {
 			return `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") +
@@ -206,14 +206,14 @@ var schema = []Key{
 	{
 		Name: "sandbox.landlock", Required: true, Example: `true`,
 		Doc: "Add a Landlock ruleset where the kernel has it: the filesystem is read-only except " +
-			`/workspace, /tmp and /dev/shm. false cannot be combined with "landlock" in sandbox.require.`,
+			"`/workspace`, `/tmp` and `/dev/shm`. `false` cannot be combined with `\"landlock\"` in `sandbox.require`.",
 		field: func(p *Policy) any { return &p.Sandbox.Landlock },
 		check: checkLandlock,
 	},
 	{
 		Name: "allowlist.imports", Required: true, Example: `["math", "json"]`,
-		Doc: "Top-level modules the program may import, or [\"*\"] alone for every module. Imports made " +
-			"inside an allowed module are not checked. The Python layer (sandbox/pyrunner) checks the " +
+		Doc: "Top-level modules the program may import, or `[\"*\"]` alone for every module. Imports made " +
+			"inside an allowed module are not checked. The Python layer (`sandbox/pyrunner`) checks the " +
 			"program before it runs and watches it while it runs; it is policy and telemetry, the OS " +
 			"sandbox is the security boundary.",
 		field: func(p *Policy) any { return &p.Allowlist.Imports },
@@ -230,8 +230,8 @@ var schema = []Key{
 	},
 	{
 		Name: "allowlist.deny_builtins", Required: true, Example: `["eval", "exec"]`,
-		Doc: `Builtins the program cannot use. "open" denies opening files for writing outside ` +
-			"/workspace, /tmp and /dev/shm; reading stays allowed.",
+		Doc: "Builtins the program cannot use. `open` denies opening files for writing outside " +
+			"`/workspace`, `/tmp` and `/dev/shm`; reading stays allowed.",
 		field:  func(p *Policy) any { return &p.Allowlist.DenyBuiltins },
 		values: func() []string { return DenyableBuiltins },
 		allowed: func() string {
@@ -246,7 +246,7 @@ var schema = []Key{
 	},
 	{
 		Name: "allowlist.deny_events", Required: true, Example: `["subprocess.Popen"]`,
-		Doc:   "PEP 578 audit events refused while the program runs (PermissionError, recorded in the result).",
+		Doc:   "PEP 578 audit events refused while the program runs (`PermissionError`, recorded in the result).",
 		field: func(p *Policy) any { return &p.Allowlist.DenyEvents },
 		allowed: func() string {
 			return `an array of PEP 578 audit event names such as ["subprocess.Popen", "socket.connect"]`
@@ -260,8 +260,8 @@ var schema = []Key{
 	},
 	{
 		Name: "allowlist.strict_attributes", Required: true, Example: `false`,
-		Doc: `Refuse attribute names starting with "_" (random._os, __globals__, __subclasses__) and hand ` +
-			"the program a module reached as an attribute of another (json.codecs) only if the allowlist allows it.",
+		Doc: "Refuse attribute names starting with `_` (`random._os`, `__globals__`, `__subclasses__`) and hand " +
+			"the program a module reached as an attribute of another (`json.codecs`) only if the allowlist allows it.",
 		field: func(p *Policy) any { return &p.Allowlist.StrictAttributes },
 	},
 	{
@@ -271,12 +271,13 @@ var schema = []Key{
 	},
 	{
 		Name: "env", Example: `{ TZ = "UTC" }`,
-		Doc: "Extra environment variables for the program, one NAME = \"value\" per line under [env]. " +
-			"nsbox sets PATH, HOME, LANG, PYTHONDONTWRITEBYTECODE, PYTHONUNBUFFERED and the *_NUM_THREADS " +
-			"variables itself; names that change what runs (PYTHONPATH, LD_PRELOAD, ...) are refused.",
+		Doc: "Extra environment variables for the program, one `NAME = \"value\"` per line under `[env]`. " +
+			"Names nsbox sets itself (`PATH`, `HOME`, the `*_NUM_THREADS` variables from `limits.cpus`) and " +
+			"names that would change which code runs (`PYTHONPATH`, `LD_PRELOAD`) are reserved.",
 		field: func(p *Policy) any { return &p.Env },
 		allowed: func() string {
-			return `an [env] table of NAME = "value" entries`
+			return `an [env] table of NAME = "value" entries: names matching ` + envName().String() +
+				", values without NUL; reserved: " + strings.Join(sortedKeys(reservedEnv), ", ")
 		},
 		check: checkEnv,
 	},
