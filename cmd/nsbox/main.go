@@ -40,6 +40,7 @@ func main() {
 			initCommand(),
 			probeCommand(),
 			auditCommand(),
+			policyCommand(),
 		},
 		HideHelpCommand: true,
 	}
