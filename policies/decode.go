@@ -168,15 +168,16 @@ func (l *layer) decodeKey(k *Key) error {
 // "Timeout" for "timeout" because the library folds case when it fills
 // struct fields, so unknown keys are found against md.Keys() instead.
 func (d *decoder) checkKeys(keys []toml.Key) error {
-	top, secs := topNames(), sections()
+	top, known := topNames(), map[string][]string{}
+	for _, sec := range sections() {
+		known[sec] = leaves(sec)
+	}
 	for _, k := range keys {
 		if !slices.Contains(top, k[0]) {
 			return d.unknown(k[:1], top)
 		}
-		if len(k) > 1 && slices.Contains(secs, k[0]) {
-			if known := leaves(k[0]); !slices.Contains(known, k[1]) {
-				return d.unknown(k[:2], known)
-			}
+		if names, ok := known[k[0]]; ok && len(k) > 1 && !slices.Contains(names, k[1]) {
+			return d.unknown(k[:2], names)
 		}
 		// Deeper keys (limits.timeout.x, env.A.B) are type errors, reported
 		// with the expected type when the value is read.

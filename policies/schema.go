@@ -221,7 +221,7 @@ var schema = []Key{
 			return `an array of top-level module names such as ["math", "json"], or ["*"] for every module`
 		},
 		elem: func(k *Key, m string) string {
-			if m != AllImports && !moduleName().MatchString(m) {
+			if m != AllImports && !isIdent(m, false) {
 				return fmt.Sprintf("%q is not a top-level module name (allowed: %s)", m, k.Allowed())
 			}
 			return ""
@@ -252,7 +252,7 @@ var schema = []Key{
 			return `an array of PEP 578 audit event names such as ["subprocess.Popen", "socket.connect"]`
 		},
 		elem: func(k *Key, e string) string {
-			if !eventName().MatchString(e) {
+			if !isIdent(e, true) {
 				return fmt.Sprintf("%q is not an audit event name (allowed: %s)", e, k.Allowed())
 			}
 			return ""
@@ -276,7 +276,7 @@ var schema = []Key{
 			"names that would change which code runs (`PYTHONPATH`, `LD_PRELOAD`) are reserved.",
 		field: func(p *Policy) any { return &p.Env },
 		allowed: func() string {
-			return `an [env] table of NAME = "value" entries: names matching ` + envName().String() +
+			return `an [env] table of NAME = "value" entries: names matching ` + envNamePattern +
 				", values without NUL; reserved: " + strings.Join(sortedKeys(reservedEnv), ", ")
 		},
 		check: checkEnv,
@@ -343,12 +343,17 @@ func (k *Key) Format(p *Policy) string {
 	return tomlValue(k.field(p), 0)
 }
 
-// zero returns a pointer to a zero value of the key's Go type.
+// probe is a Policy whose fields only show their types: zero points into
+// it, and nothing writes it.
+var probe Policy
+
+// zero returns a pointer of the key's Go type, to a value that must not be
+// written.
 func (k *Key) zero() any {
 	if k.field == nil {
 		return new(string) // extends
 	}
-	return k.field(new(Policy))
+	return k.field(&probe)
 }
 
 // value returns the key's value in p.

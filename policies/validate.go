@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -54,15 +52,17 @@ func (p *Policy) check(at reporter) error {
 // checkEntries checks each entry of list, the value of k or of one of its
 // _add and _remove forms (reported as key), and refuses duplicates.
 func checkEntries(k *Key, list []string, key string, at reporter) error {
+	seen := make(map[string]bool, len(list))
 	for i, e := range list {
 		if k.elem != nil {
 			if msg := k.elem(k, e); msg != "" {
 				return at(key, "element %d: %s", i+1, msg)
 			}
 		}
-		if slices.Index(list, e) != i {
+		if seen[e] {
 			return at(key, "element %d: %q is listed twice", i+1, e)
 		}
+		seen[e] = true
 	}
 	return nil
 }
@@ -158,8 +158,8 @@ func checkEnv(_ *Key, p *Policy, at reporter) error {
 	for _, name := range sortedKeys(p.Env) {
 		key := toml.Key{"env", name}.String()
 		switch {
-		case !envName().MatchString(name):
-			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envName())
+		case !isIdent(name, false):
+			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envNamePattern)
 		case reservedEnv[name] != "":
 			return at(key, "%s is reserved: %s (allowed: any valid name except %s)", name, reservedEnv[name], strings.Join(sortedKeys(reservedEnv), ", "))
 		case strings.ContainsRune(p.Env[name], 0):
@@ -169,16 +169,26 @@ func checkEnv(_ *Key, p *Policy, at reporter) error {
 	return nil
 }
 
-// The policy regexps are compiled on first use, not at every start of the
-// binary.
-var (
-	// envName is an environment variable name.
-	envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-	// moduleName is a top-level Python module name.
-	moduleName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-	// eventName is a PEP 578 audit event name such as "subprocess.Popen".
-	eventName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`) })
-)
+// envNamePattern is what isIdent matches, for messages.
+const envNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+
+// isIdent reports whether s matches envNamePattern, the form of an
+// environment variable name and of a top-level Python module name; with
+// dotted, dots may follow the first character (a PEP 578 audit event name
+// such as "subprocess.Popen"). A loop, not a regexp: a policy's lists are
+// checked at every run.
+func isIdent(s string, dotted bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || dotted && c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
 
 // hostPathProblem describes what is wrong with a host path, or returns "".
 // Existence is not checked: the path belongs to the host the sandbox runs
