@@ -10,33 +10,6 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// kind is what a key's Go type means in TOML: its name in the docs, the
-// "must be ..." of a type error, and the allowed text when the key says
-// nothing more precise.
-type kind struct{ name, want, allowed string }
-
-func (k *Key) kind() kind {
-	switch k.zero().(type) {
-	case *string:
-		return kind{"string", "a string", "any string"}
-	case *bool:
-		return kind{"boolean", "a boolean", "true or false"}
-	case *int64:
-		return kind{"integer", "an integer", "an integer"}
-	case *float64:
-		return kind{"number", "a number", "a number"}
-	case *Duration:
-		return kind{"duration", `a duration string such as "30s"`, `a duration such as "30s"`}
-	case *Size:
-		return kind{"size", `a size string such as "64KiB" or an integer number of bytes`, sizeSyntax}
-	case *[]string:
-		return kind{"array of strings", "an array of strings", "an array of strings"}
-	case *map[string]string:
-		return kind{"table of strings", "a table", `a table of NAME = "value" entries`}
-	}
-	panic(fmt.Sprintf("policies: key %s has a field of unsupported type %T", k.Name, k.zero()))
-}
-
 // decoder holds one parsed policy document and produces *Error values that
 // point at the offending line.
 type decoder struct {

@@ -14,25 +14,31 @@ import (
 	"time"
 )
 
-// Policy is a validated sandbox policy.
+// Policy is a validated sandbox policy, after extends. Each field but
+// Name and SHA256 is set by one key of the schema (schema.go), which
+// documents it, with its range, in docs/policies.md; the comments below
+// name the key.
 type Policy struct {
-	Name        string // built-in name ("strict") or the file path it came from
-	Description string
+	Name        string // the built-in name ("strict") or the file path, as given
+	Description string // description
 	Python      Python
 	Limits      Limits
 	Filesystem  Filesystem
 	Sandbox     Sandbox
 	Allowlist   Allowlist
 	Audit       Audit
-	SHA256      string            // of the policy's TOML text, recorded in the audit log
-	Env         map[string]string // never nil after parsing
+	// SHA256 identifies what the run got, for the audit log: the hash of
+	// the policy file's bytes, followed with extends by the parent's
+	// SHA256 (hex), so it covers the whole chain.
+	SHA256 string
+	Env    map[string]string // [env]; never nil after parsing
 }
 
 // Python says which root filesystem, with its interpreter and vetted
 // packages, the program runs in, and how hard it is checked first.
 type Python struct {
-	Root   string // a built-in root name (BuiltinRoots) or the absolute path of a root built by "nsbox rootfs build"
-	Verify string // VerifyQuick or VerifyFull
+	Root   string // python.root: a name from BuiltinRoots or the absolute path of a built root
+	Verify string // python.verify: VerifyQuick or VerifyFull
 }
 
 // BuiltinRoots are the root names a policy may give instead of a path;
@@ -47,15 +53,15 @@ const (
 
 // Limits bound one run.
 type Limits struct {
-	Timeout     Duration // wall clock, e.g. "10s"; allowed 100ms..24h
-	OutputLimit Size     // per stream (stdout and stderr each), e.g. "64KiB"; allowed 1KiB..1GiB
-	Memory      Size     // cgroup memory limit, swap off, e.g. "256MiB"; allowed 16MiB..64GiB
-	Pids        int64    // cgroup pids.max: processes and threads together; allowed 4..4096
-	CPUs        float64  // cgroup CPU quota in CPUs (1.0 = one CPU); allowed 0.1..64
-	CPUTime     Duration // RLIMIT_CPU of each process, whole seconds; allowed 1s..24h
-	OpenFiles   int64    // RLIMIT_NOFILE; allowed 16..65536
-	FileSize    Size     // RLIMIT_FSIZE: largest file a process may write; allowed 1MiB..16GiB
-	Stack       Size     // RLIMIT_STACK of the main thread; allowed 1MiB..1GiB
+	Timeout     Duration // limits.timeout: wall clock
+	OutputLimit Size     // limits.output_limit: per stream (stdout and stderr each)
+	Memory      Size     // limits.memory: cgroup memory limit, swap off
+	Pids        int64    // limits.pids: cgroup pids.max
+	CPUs        float64  // limits.cpus: cgroup CPU quota in CPUs
+	CPUTime     Duration // limits.cpu_time: RLIMIT_CPU of each process, whole seconds
+	OpenFiles   int64    // limits.open_files: RLIMIT_NOFILE
+	FileSize    Size     // limits.file_size: RLIMIT_FSIZE
+	Stack       Size     // limits.stack: RLIMIT_STACK of the main thread
 }
 
 // Threads is the size of numeric thread pools (OMP_NUM_THREADS,
@@ -66,32 +72,17 @@ func (l Limits) Threads() int {
 	return max(1, int(math.Ceil(l.CPUs)))
 }
 
+// Filesystem sizes the writable tmpfs mounts.
+type Filesystem struct {
+	TmpSize Size // filesystem.tmp_size: the /tmp tmpfs
+	ShmSize Size // filesystem.shm_size: the /dev/shm tmpfs
+}
+
 // Sandbox says which protections the run uses and which it requires.
 type Sandbox struct {
-	// Require lists protections without which the run is refused: any of
-	// Requirements. A protection in use but not required is skipped when
-	// the host lacks it, and the result says so.
-	Require  []string
-	Seccomp  string // "none", a built-in profile name, or an absolute path to an OCI seccomp JSON file
-	Landlock bool   // add a Landlock ruleset (read-only except /workspace, /tmp, /dev/shm) when the kernel has it
-}
-
-// Allowlist is the Python policy layer (sandbox/pyrunner): which modules
-// the program may import and what it may not call. It is policy and
-// telemetry; the OS sandbox is the security boundary.
-type Allowlist struct {
-	Imports          []string // top-level module names; ["*"] allows every import
-	DenyBuiltins     []string // builtins the program cannot use (see DenyableBuiltins)
-	DenyEvents       []string // PEP 578 audit events refused at run time, e.g. "subprocess.Popen"
-	StrictAttributes bool     // refuse attribute names starting with "_" and modules reached as attributes unless allowed
-}
-
-// AllImports is the Allowlist.Imports entry that allows every module.
-const AllImports = "*"
-
-// Audit configures the run's record in the audit log.
-type Audit struct {
-	StoreCode bool // keep the program's source in the log (its SHA-256 is always kept)
+	Require  []string // sandbox.require: protections without which the run is refused, from Requirements
+	Seccomp  string   // sandbox.seccomp: "none", a built-in profile name, or an absolute path to OCI seccomp JSON
+	Landlock bool     // sandbox.landlock: add a Landlock ruleset when the kernel has it
 }
 
 // Requirements are the protections a policy can require, in check order.
@@ -100,10 +91,22 @@ var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock"}
 // Requires reports whether the policy lists req in sandbox.require.
 func (p *Policy) Requires(req string) bool { return slices.Contains(p.Sandbox.Require, req) }
 
-// Filesystem sizes the writable tmpfs mounts.
-type Filesystem struct {
-	TmpSize Size // size of the /tmp tmpfs, e.g. "64MiB"; allowed 1MiB..16GiB
-	ShmSize Size // size of the /dev/shm tmpfs, e.g. "16MiB"; allowed 1MiB..16GiB
+// Allowlist is the Python policy layer (sandbox/pyrunner): which modules
+// the program may import and what it may not call. It is policy and
+// telemetry; the OS sandbox is the security boundary.
+type Allowlist struct {
+	Imports          []string // allowlist.imports: top-level module names, or AllImports alone
+	DenyBuiltins     []string // allowlist.deny_builtins: from DenyableBuiltins
+	DenyEvents       []string // allowlist.deny_events: PEP 578 audit event names
+	StrictAttributes bool     // allowlist.strict_attributes
+}
+
+// AllImports is the Allowlist.Imports entry that allows every module.
+const AllImports = "*"
+
+// Audit configures the run's record in the audit log.
+type Audit struct {
+	StoreCode bool // audit.store_code: keep the program's source (its SHA-256 is always kept)
 }
 
 // Error is a problem at a place in a policy file.
