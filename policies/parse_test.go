@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Unknown keys.
 		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
-			[]string{"unknown key", "allowed at the top level: description, python, limits, filesystem, sandbox, allowlist, audit, env", "(timeout belongs in [limits])"}},
+			[]string{"unknown key", "allowed at the top level: extends, description, python, limits, filesystem, sandbox, allowlist, audit, env", "(timeout belongs in [limits])"}},
 		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
 			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",

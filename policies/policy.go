@@ -8,30 +8,37 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Policy is a validated sandbox policy.
+// Policy is a validated sandbox policy, after extends. Each field but
+// Name and SHA256 is set by one key of the schema (schema.go), which
+// documents it, with its range, in docs/policies.md; the comments below
+// name the key.
 type Policy struct {
-	Name        string            `toml:"-"` // built-in name ("strict") or the file path it came from
-	Description string            `toml:"description"`
-	Python      Python            `toml:"python"`
-	Limits      Limits            `toml:"limits"`
-	Filesystem  Filesystem        `toml:"filesystem"`
-	Sandbox     Sandbox           `toml:"sandbox"`
-	Allowlist   Allowlist         `toml:"allowlist"`
-	Audit       Audit             `toml:"audit"`
-	SHA256      string            `toml:"-"`   // of the policy's TOML text, recorded in the audit log
-	Env         map[string]string `toml:"env"` // never nil after parsing
+	Name        string // the built-in name ("strict") or the file path, as given
+	Description string // description
+	Python      Python
+	Limits      Limits
+	Filesystem  Filesystem
+	Sandbox     Sandbox
+	Allowlist   Allowlist
+	Audit       Audit
+	// SHA256 identifies what the run got, for the audit log: the hash of
+	// the policy file's bytes, followed with extends by the parent's
+	// SHA256 (hex), so it covers the whole chain.
+	SHA256 string
+	Env    map[string]string // [env]; never nil after parsing
 }
 
 // Python says which root filesystem, with its interpreter and vetted
 // packages, the program runs in, and how hard it is checked first.
 type Python struct {
-	Root   string `toml:"root"`   // a built-in root name (BuiltinRoots) or the absolute path of a root built by "nsbox rootfs build"
-	Verify string `toml:"verify"` // VerifyQuick or VerifyFull
+	Root   string // python.root: a name from BuiltinRoots or the absolute path of a built root
+	Verify string // python.verify: VerifyQuick or VerifyFull
 }
 
 // BuiltinRoots are the root names a policy may give instead of a path;
@@ -46,15 +53,15 @@ const (
 
 // Limits bound one run.
 type Limits struct {
-	Timeout     Duration `toml:"timeout"`      // wall clock, e.g. "10s"; allowed 100ms..24h
-	OutputLimit Size     `toml:"output_limit"` // per stream (stdout and stderr each), e.g. "64KiB"; allowed 1KiB..1GiB
-	Memory      Size     `toml:"memory"`       // cgroup memory limit, swap off, e.g. "256MiB"; allowed 16MiB..64GiB
-	Pids        int64    `toml:"pids"`         // cgroup pids.max: processes and threads together; allowed 4..4096
-	CPUs        float64  `toml:"cpus"`         // cgroup CPU quota in CPUs (1.0 = one CPU); allowed 0.1..64
-	CPUTime     Duration `toml:"cpu_time"`     // RLIMIT_CPU of each process, whole seconds; allowed 1s..24h
-	OpenFiles   int64    `toml:"open_files"`   // RLIMIT_NOFILE; allowed 16..65536
-	FileSize    Size     `toml:"file_size"`    // RLIMIT_FSIZE: largest file a process may write; allowed 1MiB..16GiB
-	Stack       Size     `toml:"stack"`        // RLIMIT_STACK of the main thread; allowed 1MiB..1GiB
+	Timeout     Duration // limits.timeout: wall clock
+	OutputLimit Size     // limits.output_limit: per stream (stdout and stderr each)
+	Memory      Size     // limits.memory: cgroup memory limit, swap off
+	Pids        int64    // limits.pids: cgroup pids.max
+	CPUs        float64  // limits.cpus: cgroup CPU quota in CPUs
+	CPUTime     Duration // limits.cpu_time: RLIMIT_CPU of each process, whole seconds
+	OpenFiles   int64    // limits.open_files: RLIMIT_NOFILE
+	FileSize    Size     // limits.file_size: RLIMIT_FSIZE
+	Stack       Size     // limits.stack: RLIMIT_STACK of the main thread
 }
 
 // Threads is the size of numeric thread pools (OMP_NUM_THREADS,
@@ -65,35 +72,17 @@ func (l Limits) Threads() int {
 	return max(1, int(math.Ceil(l.CPUs)))
 }
 
+// Filesystem sizes the writable tmpfs mounts.
+type Filesystem struct {
+	TmpSize Size // filesystem.tmp_size: the /tmp tmpfs
+	ShmSize Size // filesystem.shm_size: the /dev/shm tmpfs
+}
+
 // Sandbox says which protections the run uses and which it requires.
 type Sandbox struct {
-	// Require lists protections without which the run is refused: any of
-	// Requirements. A protection in use but not required is skipped when
-	// the host lacks it, and the result says so.
-	Require  []string `toml:"require"`
-	Seccomp  string   `toml:"seccomp"`  // "none", a built-in profile name, or an absolute path to an OCI seccomp JSON file
-	Landlock bool     `toml:"landlock"` // add a Landlock ruleset (read-only except /workspace, /tmp, /dev/shm) when the kernel has it
-}
-
-// Allowlist is the Python policy layer (sandbox/pyrunner): which modules
-// the program may import and what it may not call. It is policy and
-// telemetry; the OS sandbox is the security boundary.
-type Allowlist struct {
-	Imports          []string `toml:"imports"`           // top-level module names; ["*"] allows every import
-	DenyBuiltins     []string `toml:"deny_builtins"`     // builtins the program cannot use (see DenyableBuiltins)
-	DenyEvents       []string `toml:"deny_events"`       // PEP 578 audit events refused at run time, e.g. "subprocess.Popen"
-	StrictAttributes bool     `toml:"strict_attributes"` // refuse attribute names starting with "_" and modules reached as attributes unless allowed
-}
-
-// AllImports is the Allowlist.Imports entry that allows every module.
-const AllImports = "*"
-
-// DenyableBuiltins are the builtins a policy may deny.
-var DenyableBuiltins = []string{"eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "vars", "globals", "locals", "open"}
-
-// Audit configures the run's record in the audit log.
-type Audit struct {
-	StoreCode bool `toml:"store_code"` // keep the program's source in the log (its SHA-256 is always kept)
+	Require  []string // sandbox.require: protections without which the run is refused, from Requirements
+	Seccomp  string   // sandbox.seccomp: "none", a built-in profile name, or an absolute path to OCI seccomp JSON
+	Landlock bool     // sandbox.landlock: add a Landlock ruleset when the kernel has it
 }
 
 // Requirements are the protections a policy can require, in check order.
@@ -102,10 +91,22 @@ var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock"}
 // Requires reports whether the policy lists req in sandbox.require.
 func (p *Policy) Requires(req string) bool { return slices.Contains(p.Sandbox.Require, req) }
 
-// Filesystem sizes the writable tmpfs mounts.
-type Filesystem struct {
-	TmpSize Size `toml:"tmp_size"` // size of the /tmp tmpfs, e.g. "64MiB"; allowed 1MiB..16GiB
-	ShmSize Size `toml:"shm_size"` // size of the /dev/shm tmpfs, e.g. "16MiB"; allowed 1MiB..16GiB
+// Allowlist is the Python policy layer (sandbox/pyrunner): which modules
+// the program may import and what it may not call. It is policy and
+// telemetry; the OS sandbox is the security boundary.
+type Allowlist struct {
+	Imports          []string // allowlist.imports: top-level module names, or AllImports alone
+	DenyBuiltins     []string // allowlist.deny_builtins: from DenyableBuiltins
+	DenyEvents       []string // allowlist.deny_events: PEP 578 audit event names
+	StrictAttributes bool     // allowlist.strict_attributes
+}
+
+// AllImports is the Allowlist.Imports entry that allows every module.
+const AllImports = "*"
+
+// Audit configures the run's record in the audit log.
+type Audit struct {
+	StoreCode bool // audit.store_code: keep the program's source (its SHA-256 is always kept)
 }
 
 // Error is a problem at a place in a policy file.
@@ -135,9 +136,9 @@ var builtinFS embed.FS
 
 var builtinNames = []string{"datasci", "default", "permissive", "strict"}
 
-// maxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
+// MaxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
 // fails fast instead of exhausting memory.
-const maxFileSize = 1 << 20
+const MaxFileSize = 1 << 20
 
 // BuiltinNames returns the names of the shipped policies, sorted.
 func BuiltinNames() []string { return slices.Clone(builtinNames) }
@@ -147,28 +148,105 @@ func Builtin(name string) (*Policy, error) {
 	if !slices.Contains(builtinNames, name) {
 		return nil, fmt.Errorf("unknown built-in policy %q (built-ins: %s)", name, strings.Join(builtinNames, ", "))
 	}
-	data, err := builtinFS.ReadFile(name + ".toml")
-	if err != nil {
-		return nil, fmt.Errorf("read built-in policy %s: %w", name, err)
-	}
-	return parse(name, name+".toml", data)
+	return resolve(builtinSource(name))
 }
 
 // LoadFile reads and parses the policy file at path.
 func LoadFile(path string) (*Policy, error) {
+	src, err := fileSource(path)
+	if err != nil {
+		return nil, err
+	}
+	return resolve(src)
+}
+
+// Parse parses and validates a policy. name becomes Policy.Name and is the
+// file named in errors; a relative extends path starts from its directory.
+func Parse(name string, data []byte) (*Policy, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		abs = name
+	}
+	return resolve(&source{name: name, file: name, dir: filepath.Dir(name), id: abs, data: data})
+}
+
+// Resolve picks a built-in or a file. A value that contains '/' or names an
+// existing regular file is a file; otherwise the name, with an optional
+// ".toml" suffix stripped, must be a built-in ("strict.toml" means the
+// built-in strict when no such file exists).
+func Resolve(arg string) (*Policy, error) {
+	src, err := locate(arg)
+	if err != nil {
+		return nil, err
+	}
+	return resolve(src)
+}
+
+// Source returns the text of the policy arg names, chosen as Resolve
+// chooses, and the file its errors name ("NAME.toml" for a built-in). The
+// text is as written: with extends, only what differs from the parent.
+func Source(arg string) (file string, text []byte, err error) {
+	src, err := locate(arg)
+	if err != nil {
+		return "", nil, err
+	}
+	return src.file, src.data, nil
+}
+
+func resolve(src *source) (*Policy, error) {
+	r, err := load(src, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r.p, nil
+}
+
+// locate finds the policy arg names, as Resolve documents.
+func locate(arg string) (*source, error) {
+	if strings.Contains(arg, "/") {
+		return fileSource(arg)
+	}
+	if fi, err := os.Stat(arg); err == nil && fi.Mode().IsRegular() {
+		return fileSource(arg)
+	}
+	name := strings.TrimSuffix(arg, ".toml")
+	if !slices.Contains(builtinNames, name) {
+		return nil, fmt.Errorf("unknown policy %q: not a file and not a built-in (built-ins: %s; give a path such as ./%s.toml for a file)",
+			arg, strings.Join(builtinNames, ", "), name)
+	}
+	return builtinSource(name), nil
+}
+
+// builtinSource returns the embedded text of the built-in name, which must
+// be one of builtinNames.
+func builtinSource(name string) *source {
+	data, err := builtinFS.ReadFile(name + ".toml")
+	if err != nil {
+		// The names and the embedded files are listed side by side above.
+		panic(fmt.Sprintf("policies: built-in %s is not embedded: %v", name, err))
+	}
+	return &source{name: name, file: name + ".toml", id: "builtin " + name, data: data}
+}
+
+// fileSource reads the policy file at path.
+func fileSource(path string) (*source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, readErr(path, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, readErr(path, err)
 	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("read policy %s: larger than %s", path, Size(maxFileSize))
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("read policy %s: larger than %s", path, Size(MaxFileSize))
 	}
-	return parse(path, path, data)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", path, err)
+	}
+	return &source{name: path, file: path, dir: filepath.Dir(path), id: abs, data: data}, nil
 }
 
 // readErr wraps an I/O error as "read policy PATH: ...", dropping the
@@ -179,31 +257,6 @@ func readErr(path string, err error) error {
 		err = pe.Err
 	}
 	return fmt.Errorf("read policy %s: %w", path, err)
-}
-
-// Parse parses and validates a policy. name becomes Policy.Name and is the
-// file named in errors.
-func Parse(name string, data []byte) (*Policy, error) {
-	return parse(name, name, data)
-}
-
-// Resolve picks a built-in or a file. A value that contains '/' or names an
-// existing regular file is a file; otherwise the name, with an optional
-// ".toml" suffix stripped, must be a built-in ("strict.toml" means the
-// built-in strict when no such file exists).
-func Resolve(arg string) (*Policy, error) {
-	if strings.Contains(arg, "/") {
-		return LoadFile(arg)
-	}
-	if fi, err := os.Stat(arg); err == nil && fi.Mode().IsRegular() {
-		return LoadFile(arg)
-	}
-	name := strings.TrimSuffix(arg, ".toml")
-	if !slices.Contains(builtinNames, name) {
-		return nil, fmt.Errorf("unknown policy %q: not a file and not a built-in (built-ins: %s; give a path such as ./%s.toml for a file)",
-			arg, strings.Join(builtinNames, ", "), name)
-	}
-	return Builtin(name)
 }
 
 // Overrides come from command-line flags; zero means "not given". They may
@@ -226,17 +279,22 @@ func (p *Policy) Narrow(o Overrides) error {
 			errs = append(errs, fmt.Errorf("--%s %v exceeds the policy's limit of %v (policy %s); flags can only lower limits", flag, given, limit, p.Name))
 		}
 	}
-	if o.Timeout != 0 {
-		check("timeout", Duration{o.Timeout}, p.Limits.Timeout, o.Timeout > p.Limits.Timeout.Duration, o.Timeout < 0)
-		if o.Timeout > 0 && o.Timeout < timeoutRange.min {
-			errs = append(errs, fmt.Errorf("--timeout %v: %s", Duration{o.Timeout}, timeoutRange.problem(o.Timeout)))
+	// A value within the policy's limit can still be below the range a
+	// policy file may set; the key's bounds say so.
+	inRange := func(flag, key string, v any, positive, widen bool) {
+		if msg := keyNamed(key).bounds.problem(v); positive && !widen && msg != "" {
+			errs = append(errs, fmt.Errorf("--%s %v: %s", flag, v, msg))
 		}
 	}
+	if o.Timeout != 0 {
+		widen := o.Timeout > p.Limits.Timeout.Duration
+		check("timeout", Duration{o.Timeout}, p.Limits.Timeout, widen, o.Timeout < 0)
+		inRange("timeout", "limits.timeout", Duration{o.Timeout}, o.Timeout > 0, widen)
+	}
 	if o.OutputLimit != 0 {
-		check("output-limit", Size(o.OutputLimit), p.Limits.OutputLimit, o.OutputLimit > int64(p.Limits.OutputLimit), o.OutputLimit < 0)
-		if o.OutputLimit > 0 && Size(o.OutputLimit) < outputRange.min {
-			errs = append(errs, fmt.Errorf("--output-limit %v: %s", Size(o.OutputLimit), outputRange.problem(Size(o.OutputLimit))))
-		}
+		widen := o.OutputLimit > int64(p.Limits.OutputLimit)
+		check("output-limit", Size(o.OutputLimit), p.Limits.OutputLimit, widen, o.OutputLimit < 0)
+		inRange("output-limit", "limits.output_limit", Size(o.OutputLimit), o.OutputLimit > 0, widen)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

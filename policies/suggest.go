@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -9,17 +10,24 @@ import (
 
 // suggest returns a hint for the unknown key k: a known key of the same
 // table it is probably a misspelling of, or the table it belongs in.
-func (d *decoder) suggest(k toml.Key, known []string) string {
+func suggest(k toml.Key, known []string) string {
 	last := k[len(k)-1]
 	for _, c := range known {
 		if near(last, c) {
 			return fmt.Sprintf(" (did you mean %q?)", c)
 		}
 	}
-	for _, sec := range sectionOrder {
-		for _, c := range sectionKeys[sec] {
+	for _, sec := range sections() {
+		for _, c := range leaves(sec) {
 			if near(last, c) && sec != k[0] {
 				return fmt.Sprintf(" (%s belongs in [%s])", c, sec)
+			}
+		}
+	}
+	if len(k) > 1 {
+		for _, c := range topNames() {
+			if near(last, c) && !slices.Contains(sections(), c) {
+				return fmt.Sprintf(" (%s belongs at the top level, above the first [table])", c)
 			}
 		}
 	}

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -15,26 +13,125 @@ import (
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
-// Ranges a policy file may choose from. The bounds keep a typo ("10h" for
-// "10s", "1GiB" for "1MiB") from silently producing an unusable or abusive
-// sandbox.
-var (
-	timeoutRange = durationRange{100 * time.Millisecond, 24 * time.Hour}
-	outputRange  = sizeRange{kib, gib}
-	tmpfsRange   = sizeRange{mib, 16 * gib}
+// validate checks the values of a decoded policy. Errors name file and the
+// line that line returns for the key (a toml.Key string); 0 means unknown.
+func (p *Policy) validate(file string, line func(string) int) error {
+	return p.check(func(key, format string, args ...any) error {
+		return &Error{File: file, Line: line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
+	})
+}
 
-	memoryRange    = sizeRange{16 * mib, 64 * gib}
-	pidsRange      = intRange{4, 4096}
-	cpusRange      = floatRange{0.1, 64}
-	cpuTimeRange   = durationRange{time.Second, 24 * time.Hour}
-	openFilesRange = intRange{16, 65536}
-	fileSizeRange  = sizeRange{mib, 16 * gib}
-	stackRange     = sizeRange{mib, gib}
-)
+// check runs every key's checks in schema order and returns the first
+// error: the range, each entry of a list and its duplicates, then the
+// key's own check, which may look at other keys.
+func (p *Policy) check(at reporter) error {
+	for i := range schema {
+		k := &schema[i]
+		if k.field == nil {
+			continue
+		}
+		if k.bounds != nil {
+			if msg := k.bounds.problem(k.value(p)); msg != "" {
+				return at(k.Name, "%s", msg)
+			}
+		}
+		if k.List() {
+			if err := checkEntries(k, *k.field(p).(*[]string), k.Name, at); err != nil {
+				return err
+			}
+		}
+		if k.check != nil {
+			if err := k.check(k, p, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
-// envName is an environment variable name. The policy regexps are
-// compiled on first use, not at every start of the binary.
-var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+// checkEntries checks each entry of list, the value of k or of one of its
+// _add and _remove forms (reported as key), and refuses duplicates.
+func checkEntries(k *Key, list []string, key string, at reporter) error {
+	seen := make(map[string]bool, len(list))
+	for i, e := range list {
+		if k.elem != nil {
+			if msg := k.elem(k, e); msg != "" {
+				return at(key, "element %d: %s", i+1, msg)
+			}
+		}
+		if seen[e] {
+			return at(key, "element %d: %q is listed twice", i+1, e)
+		}
+		seen[e] = true
+	}
+	return nil
+}
+
+// The keys' own checks, referenced from the schema.
+
+func checkRoot(k *Key, p *Policy, at reporter) error {
+	r := p.Python.Root
+	switch {
+	case slices.Contains(BuiltinRoots, r):
+	case !strings.HasPrefix(r, "/"):
+		return at(k.Name, "%q is not a built-in root or an absolute path (allowed: %s)", r, k.Allowed())
+	case hostPathProblem(r) != "":
+		return at(k.Name, "%s (allowed: %s)", hostPathProblem(r), k.Allowed())
+	case r == "/":
+		return at(k.Name, `"/" is the host's own root, not a built root (allowed: %s)`, k.Allowed())
+	}
+	return nil
+}
+
+func checkVerify(k *Key, p *Policy, at reporter) error {
+	if v := p.Python.Verify; !slices.Contains(k.values(), v) {
+		return at(k.Name, "%q is not a verification level (allowed: %s)", v, k.Allowed())
+	}
+	return nil
+}
+
+func checkWholeSeconds(k *Key, p *Policy, at reporter) error {
+	if d := p.Limits.CPUTime; d.Duration%time.Second != 0 {
+		return at(k.Name, "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", d, k.Allowed())
+	}
+	return nil
+}
+
+// checkSeccomp: a setting that names something, and not "none" when
+// sandbox.require lists seccomp.
+func checkSeccomp(k *Key, p *Policy, at reporter) error {
+	sc := p.Sandbox.Seccomp
+	switch {
+	case sc == "none", slices.Contains(seccompprofiles.Names(), sc):
+	case strings.HasPrefix(sc, "/"):
+		if msg := hostPathProblem(sc); msg != "" {
+			return at(k.Name, "%s (allowed: %s)", msg, k.Allowed())
+		}
+	default:
+		return at(k.Name, "%q is not a built-in profile or an absolute path (allowed: %s)", sc, k.Allowed())
+	}
+	if sc == "none" && p.Requires("seccomp") {
+		return at(k.Name, `"none" contradicts sandbox.require, which lists "seccomp" (allowed: a profile, or drop "seccomp" from require)`)
+	}
+	return nil
+}
+
+// checkLandlock: not false when sandbox.require lists landlock.
+func checkLandlock(k *Key, p *Policy, at reporter) error {
+	if !p.Sandbox.Landlock && p.Requires("landlock") {
+		return at(k.Name, `false contradicts sandbox.require, which lists "landlock" (allowed: true, or drop "landlock" from require)`)
+	}
+	return nil
+}
+
+// checkImports: "*" only alone.
+func checkImports(k *Key, p *Policy, at reporter) error {
+	imports := p.Allowlist.Imports
+	if i := slices.Index(imports, AllImports); i >= 0 && len(imports) != 1 {
+		return at(k.Name, `element %d: "*" allows every module and must be the only entry (allowed: %s)`, i+1, k.Allowed())
+	}
+	return nil
+}
 
 // reservedEnv lists names a policy may not set, with the reason.
 var reservedEnv = map[string]string{
@@ -55,71 +152,14 @@ var reservedEnv = map[string]string{
 	"LD_AUDIT":                "it would change which code the dynamic loader runs",
 }
 
-// validate checks the values of a decoded policy. Errors name file and the
-// line that line returns for the key (a toml.Key string); 0 means unknown.
-func (p *Policy) validate(file string, line func(string) int) error {
-	at := func(key, format string, args ...any) error {
-		return &Error{File: file, Line: line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
-	}
-	if r := p.Python.Root; !slices.Contains(BuiltinRoots, r) {
-		if !strings.HasPrefix(r, "/") {
-			return at("python.root", "%q is not a built-in root or an absolute path (allowed: %s)", r, allowed()["python.root"])
-		}
-		if msg := hostPathProblem(r); msg != "" {
-			return at("python.root", "%s (allowed: %s)", msg, allowed()["python.root"])
-		}
-		if r == "/" {
-			return at("python.root", `"/" is the host's own root, not a built root (allowed: %s)`, allowed()["python.root"])
-		}
-	}
-	if v := p.Python.Verify; v != VerifyQuick && v != VerifyFull {
-		return at("python.verify", "%q is not a verification level (allowed: %s)", v, allowed()["python.verify"])
-	}
-	if msg := timeoutRange.problem(p.Limits.Timeout.Duration); msg != "" {
-		return at("limits.timeout", "%s", msg)
-	}
-	if msg := cpuTimeRange.problem(p.Limits.CPUTime.Duration); msg != "" {
-		return at("limits.cpu_time", "%s", msg)
-	}
-	if p.Limits.CPUTime.Duration%time.Second != 0 {
-		return at("limits.cpu_time", "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", p.Limits.CPUTime, allowed()["limits.cpu_time"])
-	}
-	if msg := pidsRange.problem(p.Limits.Pids); msg != "" {
-		return at("limits.pids", "%s", msg)
-	}
-	if msg := openFilesRange.problem(p.Limits.OpenFiles); msg != "" {
-		return at("limits.open_files", "%s", msg)
-	}
-	if msg := cpusRange.problem(p.Limits.CPUs); msg != "" {
-		return at("limits.cpus", "%s", msg)
-	}
-	for _, c := range []struct {
-		key string
-		v   Size
-		r   sizeRange
-	}{
-		{"limits.output_limit", p.Limits.OutputLimit, outputRange},
-		{"limits.memory", p.Limits.Memory, memoryRange},
-		{"limits.file_size", p.Limits.FileSize, fileSizeRange},
-		{"limits.stack", p.Limits.Stack, stackRange},
-		{"filesystem.tmp_size", p.Filesystem.TmpSize, tmpfsRange},
-		{"filesystem.shm_size", p.Filesystem.ShmSize, tmpfsRange},
-	} {
-		if msg := c.r.problem(c.v); msg != "" {
-			return at(c.key, "%s", msg)
-		}
-	}
-	if err := p.validateSandbox(at); err != nil {
-		return err
-	}
-	if err := p.validateAllowlist(at); err != nil {
-		return err
-	}
+// checkEnv: valid names, none nsbox owns or that changes what runs, no NUL
+// in a value. Errors name the variable: env.NAME.
+func checkEnv(_ *Key, p *Policy, at reporter) error {
 	for _, name := range sortedKeys(p.Env) {
 		key := toml.Key{"env", name}.String()
 		switch {
-		case !envName().MatchString(name):
-			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envName())
+		case !isIdent(name, false):
+			return at(key, "%q is not a valid variable name (allowed: names matching %s)", name, envNamePattern)
 		case reservedEnv[name] != "":
 			return at(key, "%s is reserved: %s (allowed: any valid name except %s)", name, reservedEnv[name], strings.Join(sortedKeys(reservedEnv), ", "))
 		case strings.ContainsRune(p.Env[name], 0):
@@ -127,6 +167,27 @@ func (p *Policy) validate(file string, line func(string) int) error {
 		}
 	}
 	return nil
+}
+
+// envNamePattern is what isIdent matches, for messages.
+const envNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+
+// isIdent reports whether s matches envNamePattern, the form of an
+// environment variable name and of a top-level Python module name; with
+// dotted, dots may follow the first character (a PEP 578 audit event name
+// such as "subprocess.Popen"). A loop, not a regexp: a policy's lists are
+// checked at every run.
+func isIdent(s string, dotted bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || dotted && c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // hostPathProblem describes what is wrong with a host path, or returns "".
@@ -144,20 +205,58 @@ func hostPathProblem(p string) string {
 	return ""
 }
 
+// AllowsEverything reports whether the policy's import allowlist is "*".
+func (a Allowlist) AllowsEverything() bool {
+	return len(a.Imports) == 1 && a.Imports[0] == AllImports
+}
+
+// bounds is the range of a key's value. The bounds keep a typo ("10h" for
+// "10s", "1GiB" for "1MiB") from silently producing an unusable or abusive
+// sandbox.
+type bounds interface {
+	String() string // "100ms..24h"
+	// problem describes v, of the key's Go type, when it is out of range,
+	// ending in "(allowed: ...)"; "" when it is in range.
+	problem(v any) string
+}
+
 type durationRange struct{ min, max time.Duration }
 
 func (r durationRange) String() string { return fmtDuration(r.min) + ".." + fmtDuration(r.max) }
 
-func (r durationRange) problem(v time.Duration) string {
-	return rangeProblem(v < r.min, v > r.max, fmtDuration(v), fmtDuration(r.min), fmtDuration(r.max), r.String())
+func (r durationRange) problem(v any) string {
+	d := v.(Duration).Duration
+	return rangeProblem(d < r.min, d > r.max, fmtDuration(d), fmtDuration(r.min), fmtDuration(r.max), r.String())
 }
 
 type sizeRange struct{ min, max Size }
 
 func (r sizeRange) String() string { return r.min.String() + ".." + r.max.String() }
 
-func (r sizeRange) problem(v Size) string {
-	return rangeProblem(v < r.min, v > r.max, v.String(), r.min.String(), r.max.String(), r.String())
+func (r sizeRange) problem(v any) string {
+	s := v.(Size)
+	return rangeProblem(s < r.min, s > r.max, s.String(), r.min.String(), r.max.String(), r.String())
+}
+
+type intRange struct{ min, max int64 }
+
+func (r intRange) String() string { return fmt.Sprintf("%d..%d", r.min, r.max) }
+
+func (r intRange) problem(v any) string {
+	n := v.(int64)
+	return rangeProblem(n < r.min, n > r.max, fmt.Sprint(n), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
+}
+
+type floatRange struct{ min, max float64 }
+
+func (r floatRange) String() string { return fmt.Sprintf("%g..%g", r.min, r.max) }
+
+func (r floatRange) problem(v any) string {
+	f := v.(float64)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Sprintf("%g is not a finite number (allowed: %s)", f, r)
+	}
+	return rangeProblem(f < r.min, f > r.max, fmt.Sprint(f), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
 }
 
 func rangeProblem(below, above bool, v, lo, hi, allowed string) string {
@@ -168,100 +267,4 @@ func rangeProblem(below, above bool, v, lo, hi, allowed string) string {
 		return fmt.Sprintf("%s exceeds the maximum %s (allowed: %s)", v, hi, allowed)
 	}
 	return ""
-}
-
-// validateSandbox checks [sandbox]: known, distinct requirements, a seccomp
-// setting that names something, and no requirement of a protection the
-// policy itself switches off.
-func (p *Policy) validateSandbox(at func(key, format string, args ...any) error) error {
-	seen := map[string]bool{}
-	for i, r := range p.Sandbox.Require {
-		switch {
-		case !slices.Contains(Requirements, r):
-			return at("sandbox.require", "element %d: unknown requirement %q (allowed: %s)", i+1, r, allowed()["sandbox.require"])
-		case seen[r]:
-			return at("sandbox.require", "element %d: %q is listed twice (allowed: %s)", i+1, r, allowed()["sandbox.require"])
-		}
-		seen[r] = true
-	}
-	sc := p.Sandbox.Seccomp
-	switch {
-	case sc == "none", slices.Contains(seccompprofiles.Names(), sc):
-	case strings.HasPrefix(sc, "/"):
-		if msg := hostPathProblem(sc); msg != "" {
-			return at("sandbox.seccomp", "%s (allowed: %s)", msg, allowed()["sandbox.seccomp"])
-		}
-	default:
-		return at("sandbox.seccomp", "%q is not a built-in profile or an absolute path (allowed: %s)", sc, allowed()["sandbox.seccomp"])
-	}
-	if sc == "none" && seen["seccomp"] {
-		return at("sandbox.seccomp", `"none" contradicts sandbox.require, which lists "seccomp" (allowed: a profile, or drop "seccomp" from require)`)
-	}
-	if !p.Sandbox.Landlock && seen["landlock"] {
-		return at("sandbox.landlock", `false contradicts sandbox.require, which lists "landlock" (allowed: true, or drop "landlock" from require)`)
-	}
-	return nil
-}
-
-type intRange struct{ min, max int64 }
-
-func (r intRange) String() string { return fmt.Sprintf("%d..%d", r.min, r.max) }
-
-func (r intRange) problem(v int64) string {
-	return rangeProblem(v < r.min, v > r.max, fmt.Sprint(v), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
-}
-
-type floatRange struct{ min, max float64 }
-
-func (r floatRange) String() string { return fmt.Sprintf("%g..%g", r.min, r.max) }
-
-func (r floatRange) problem(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Sprintf("%g is not a finite number (allowed: %s)", v, r)
-	}
-	return rangeProblem(v < r.min, v > r.max, fmt.Sprint(v), fmt.Sprint(r.min), fmt.Sprint(r.max), r.String())
-}
-
-// moduleName is a top-level Python module name.
-var moduleName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-
-// eventName is a PEP 578 audit event name such as "subprocess.Popen".
-var eventName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`) })
-
-// validateAllowlist checks [allowlist]: module names (or "*" alone),
-// known builtins and well-formed event names, none twice.
-func (p *Policy) validateAllowlist(at func(key, format string, args ...any) error) error {
-	a := p.Allowlist
-	for i, m := range a.Imports {
-		switch {
-		case m == AllImports && len(a.Imports) != 1:
-			return at("allowlist.imports", `element %d: "*" allows every module and must be the only entry (allowed: %s)`, i+1, allowed()["allowlist.imports"])
-		case m != AllImports && !moduleName().MatchString(m):
-			return at("allowlist.imports", "element %d: %q is not a top-level module name (allowed: %s)", i+1, m, allowed()["allowlist.imports"])
-		case slices.Index(a.Imports, m) != i:
-			return at("allowlist.imports", "element %d: %q is listed twice", i+1, m)
-		}
-	}
-	for i, b := range a.DenyBuiltins {
-		switch {
-		case !slices.Contains(DenyableBuiltins, b):
-			return at("allowlist.deny_builtins", "element %d: %q cannot be denied (allowed: %s)", i+1, b, allowed()["allowlist.deny_builtins"])
-		case slices.Index(a.DenyBuiltins, b) != i:
-			return at("allowlist.deny_builtins", "element %d: %q is listed twice", i+1, b)
-		}
-	}
-	for i, e := range a.DenyEvents {
-		switch {
-		case !eventName().MatchString(e):
-			return at("allowlist.deny_events", "element %d: %q is not an audit event name (allowed: %s)", i+1, e, allowed()["allowlist.deny_events"])
-		case slices.Index(a.DenyEvents, e) != i:
-			return at("allowlist.deny_events", "element %d: %q is listed twice", i+1, e)
-		}
-	}
-	return nil
-}
-
-// AllowsEverything reports whether the policy's import allowlist is "*".
-func (a Allowlist) AllowsEverything() bool {
-	return len(a.Imports) == 1 && a.Imports[0] == AllImports
 }

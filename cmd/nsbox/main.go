@@ -51,6 +51,7 @@ func newApp() *cli.App {
 			initCommand(),
 			probeCommand(),
 			auditCommand(),
+			policyCommand(),
 		},
 		HideHelpCommand: true,
 	}
