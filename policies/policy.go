@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nsbox/nsbox/sandbox/roots"
 )
 
 // Policy is a validated sandbox policy, after extends. Each field but
@@ -43,7 +45,7 @@ type Python struct {
 
 // BuiltinRoots are the root names a policy may give instead of a path;
 // they live in the roots directory (sandbox/roots).
-var BuiltinRoots = []string{"base", "datasci"}
+var BuiltinRoots = roots.Names
 
 // Root verification levels.
 const (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/nsbox/nsbox/sandbox/spec"
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
@@ -133,24 +134,28 @@ func checkImports(k *Key, p *Policy, at reporter) error {
 	return nil
 }
 
-// reservedEnv lists names a policy may not set, with the reason.
-var reservedEnv = map[string]string{
-	"PATH":                    "nsbox sets it itself",
-	"HOME":                    "nsbox sets it itself",
-	"LANG":                    "nsbox sets it itself",
-	"PYTHONDONTWRITEBYTECODE": "nsbox sets it itself",
-	"PYTHONUNBUFFERED":        "nsbox sets it itself",
-	"OMP_NUM_THREADS":         "nsbox sets it from limits.cpus",
-	"OPENBLAS_NUM_THREADS":    "nsbox sets it from limits.cpus",
-	"MKL_NUM_THREADS":         "nsbox sets it from limits.cpus",
-	"PYTHONPATH":              "it would change which code Python runs",
-	"PYTHONHOME":              "it would change which code Python runs",
-	"PYTHONSTARTUP":           "it would change which code Python runs",
-	"PYTHONINSPECT":           "it would change which code Python runs",
-	"LD_PRELOAD":              "it would change which code the dynamic loader runs",
-	"LD_LIBRARY_PATH":         "it would change which code the dynamic loader runs",
-	"LD_AUDIT":                "it would change which code the dynamic loader runs",
-}
+// reservedEnv lists names a policy may not set, with the reason: the
+// environment nsbox gives every program (spec.BaseEnv, spec.ThreadEnv),
+// and the variables that would change what runs.
+var reservedEnv = func() map[string]string {
+	m := map[string]string{
+		"PYTHONPATH":      "it would change which code Python runs",
+		"PYTHONHOME":      "it would change which code Python runs",
+		"PYTHONSTARTUP":   "it would change which code Python runs",
+		"PYTHONINSPECT":   "it would change which code Python runs",
+		"LD_PRELOAD":      "it would change which code the dynamic loader runs",
+		"LD_LIBRARY_PATH": "it would change which code the dynamic loader runs",
+		"LD_AUDIT":        "it would change which code the dynamic loader runs",
+	}
+	for _, kv := range spec.BaseEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		m[name] = "nsbox sets it itself"
+	}
+	for _, name := range spec.ThreadEnv {
+		m[name] = "nsbox sets it from limits.cpus"
+	}
+	return m
+}()
 
 // checkEnv: valid names, none nsbox owns or that changes what runs, no NUL
 // in a value. Errors name the variable: env.NAME.

@@ -264,10 +264,6 @@ func TestDocsNameRealTests(t *testing.T) {
 	}
 }
 
-// generatedElsewhere are pages that another generator writes; a link to
-// one is not an error while it does not exist yet.
-var generatedElsewhere = map[string]string{"docs/policies.md": "go generate ./policies"}
-
 // TestDocsLinks: every relative link points at a file of the repository,
 // and every #anchor at a heading of the page.
 func TestDocsLinks(t *testing.T) {
@@ -287,10 +283,6 @@ func TestDocsLinks(t *testing.T) {
 			if file != "" {
 				dest = path.Join(path.Dir(f.path), file)
 				if _, err := os.Stat(filepath.Join(repoRoot, dest)); err != nil {
-					if how, ok := generatedElsewhere[dest]; ok {
-						t.Logf("%s:%d: %s does not exist yet (%s writes it)", f.path, l.line, dest, how)
-						continue
-					}
 					t.Errorf("%s:%d: link to %s: no such file", f.path, l.line, target)
 					continue
 				}
@@ -320,9 +312,6 @@ func TestDocsRepoPaths(t *testing.T) {
 		for _, s := range f.spans {
 			p, _, _ := strings.Cut(s.text, ":") // sandbox/initproc/init.go:run
 			if !repoPathRE.MatchString(p) || strings.HasPrefix(p, "bench/.venv-datasci") {
-				continue
-			}
-			if _, ok := generatedElsewhere[p]; ok {
 				continue
 			}
 			if _, err := os.Stat(filepath.Join(repoRoot, p)); err != nil {
