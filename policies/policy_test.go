@@ -15,7 +15,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
-	// The limits issue 3 fixes: memory with swap off (strict 256 MiB,
+	// The limits that bound a run: memory with swap off (strict 256 MiB,
 	// default 512 MiB), pids (strict 32, default 64), one CPU.
 	strictLimits := Limits{Timeout: Duration{10 * time.Second}, OutputLimit: 64 * kib, Memory: 256 * mib, Pids: 32, CPUs: 1,
 		CPUTime: Duration{10 * time.Second}, OpenFiles: 256, FileSize: 16 * mib, Stack: 8 * mib}

@@ -321,9 +321,10 @@ func TestDocsRepoPaths(t *testing.T) {
 	}
 }
 
-// TestDocsSpeakOfTheProduct: no reader meets tracker talk ("issue 6, item
-// 1"), and measured figures stay in docs/benchmarks.md (and the
-// hand-written findings it includes), where make bench keeps them current.
+// TestDocsSpeakOfTheProduct: no reader meets tracker talk (an issue or an
+// item by number), in the docs or in any source file, and measured figures
+// stay in docs/benchmarks.md (and the hand-written findings it includes),
+// where make bench keeps them current.
 func TestDocsSpeakOfTheProduct(t *testing.T) {
 	tracker := regexp.MustCompile(`(?i)\b(?:issue|item)s? #?\d+`)
 	figure := regexp.MustCompile(`\b\d+\.\d+ ?(?:ms|µs|us|ns|s|MiB|KiB|GiB|MB|KB|kB|GB)\b`)
@@ -337,6 +338,39 @@ func TestDocsSpeakOfTheProduct(t *testing.T) {
 				t.Errorf("%s:%d: measured figure %q: it belongs in docs/benchmarks.md (written by make bench); link to it", f.path, i+1, m)
 			}
 		}
+	}
+	// Every source file: code, comments, scripts, policies, the lock.
+	sources := 0
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		if d.IsDir() {
+			if skipDirs[filepath.ToSlash(rel)] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".py", ".sh", ".toml", ".lock":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sources++
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := tracker.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q speaks of the tracker, not of the product", filepath.ToSlash(rel), i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil || sources == 0 {
+		t.Fatalf("walk the sources: %v (%d read)", err, sources)
 	}
 	// Beyond Markdown: the Makefile's comments, bench.py, and the help
 	// text (module docstring) of the pandas benchmark.
