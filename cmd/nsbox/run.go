@@ -117,6 +117,21 @@ func asSandboxError(err error) *result.SandboxError {
 
 func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	tr := newTrace(c.Bool("trace-phases"))
+	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
+	// the sandbox is torn down and the result still reported. Set up
+	// first, before any other goroutine runs: the runtime starts its
+	// signal-handling thread here, which is quick only while a processor
+	// is free.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(fmt.Errorf("stopped by %s", signalName(s)))
+		}
+	}()
 	pol, err := policies.Resolve(c.String("policy"))
 	if err != nil {
 		return nil, result.StepError("policy", err)
@@ -154,19 +169,6 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	id := supervisor.NewID()
 	aud := beginAudit(audit.Path(c.String("audit-db")), id, pl.Policy, code, labels)
 	defer aud.close()
-
-	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
-	// the sandbox is torn down and the result still reported.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		if s, ok := <-sigs; ok {
-			cancel(fmt.Errorf("stopped by %s", signalName(s)))
-		}
-	}()
 
 	o := supervisor.Options{ID: id, Plan: pl, Workspace: c.String("workspace"), StateDir: supervisor.StateDir(), Trace: tr}
 	if !jsonOut {
