@@ -173,9 +173,10 @@ stress: build
 #          interleaved run by run with bare python, plus sizes, phases and
 #          root checks; writes docs/benchmarks.md, the only page with measured
 #          figures, and bench/results/bench.json (bench/README.md). As root;
-#          installs bubblewrap and runc with apt-get when missing. Not part of
+#          installs bubblewrap and runc with apt-get when missing, and builds
+#          the datasci root and venv the pandas rows compare. Not part of
 #          `test`.
 .PHONY: bench
-bench: build
+bench: build datasci datasci-venv
 	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \
 		$(BENCH_PYTHON) bench/bench.py $(BENCH_ARGS)
