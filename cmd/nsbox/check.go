@@ -11,6 +11,7 @@ import (
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/plan"
+	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
@@ -102,7 +103,7 @@ func checkAction(c *cli.Context) error {
 // check runs the runner's static check of code under pol in a sandbox,
 // the same plan a run would get but in check mode.
 func check(pol *policies.Policy, code []byte, file string) (*result.Result, error) {
-	pl, err := plan.Make(pol, plan.Flags{CheckOnly: true, Filename: file}, plan.ReadHost(pol.Sandbox.Require))
+	pl, err := planner.Make(pol, planner.Flags{CheckOnly: true, Filename: file}, plan.ReadHost(pol.Sandbox.Require))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/plan"
+	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -151,7 +152,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	tr.Mark("policy and input")
 	// The plan: the policy narrowed by the flags, checked against what
 	// this host can enforce (fail closed). Nothing is created yet.
-	pl, err := plan.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
+	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
 	if err != nil {
 		return refused(pol, pl), err
 	}
@@ -217,8 +218,8 @@ func refused(pol *policies.Policy, pl *plan.Plan) *result.Result {
 
 // planFlags reads the flags that narrow the policy: --timeout and
 // --output-limit, each positive and at most the policy's.
-func planFlags(c *cli.Context) (plan.Flags, error) {
-	var f plan.Flags
+func planFlags(c *cli.Context) (planner.Flags, error) {
+	var f planner.Flags
 	f.Timeout = c.Duration("timeout")
 	if c.IsSet("timeout") && f.Timeout <= 0 {
 		return f, result.StepError("input", fmt.Errorf("--timeout %s: must be positive", f.Timeout))

@@ -1,17 +1,8 @@
-// Package plan turns a policy, the caller's flags and what this host can
-// enforce into the plan of one run: every value the supervisor, the init
-// and the Python runner act on, decided in one pure function (Make) and
-// in no other place. The supervisor and the init never read a policy;
-// they execute a Plan.
-//
-// Make is pure: the same policy, flags and Host always give the same
-// Plan, which the golden tests in testdata pin (policy file in, plan
-// out). Reading the host is the separate, impure ReadHost.
-//
-// Fail closed: a protection the policy requires and the Host cannot give
-// is an error here, before anything is created; a protection the policy
-// uses but does not require is left out of the plan when the host lacks
-// it, and the result says what was active.
+// Package plan is the plan of one run: every value the supervisor, the
+// init and the Python runner act on, as sandbox/planner decides it from a
+// policy, the caller's flags and what the host can enforce (Host, read by
+// ReadHost). The supervisor executes a Plan; neither it nor this package
+// knows what a policy is.
 package plan
 
 import (

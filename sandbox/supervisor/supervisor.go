@@ -44,7 +44,7 @@ import (
 // Options describe one run.
 type Options struct {
 	ID        string     // run id (NewID)
-	Plan      *plan.Plan // what to enforce; made by plan.Make
+	Plan      *plan.Plan // what to enforce; made by planner.Make
 	Workspace string     // host directory for /workspace; "" for a fresh one, removed afterwards
 	StateDir  string     // see StateDir()
 	// Exe is the binary started as the init; "" for initExe (nsbox-init

@@ -1,4 +1,18 @@
-package plan
+// Package planner turns a policy, the caller's flags and what this host
+// can enforce into the plan of one run (sandbox/plan): every value the
+// supervisor, the init and the Python runner act on, decided in one pure
+// function, Make, and in no other place. It is the one package between
+// policies and the run: the supervisor and the init never read a policy.
+//
+// Make is pure: the same policy, flags and host always give the same
+// plan, which the golden tests in testdata pin (policy file in, plan
+// out). Reading the host is plan.ReadHost's.
+//
+// Fail closed: a protection the policy requires and the host cannot give
+// is an error here, before anything is created; a protection the policy
+// uses but does not require is left out of the plan when the host lacks
+// it, and the result says what was active.
+package planner
 
 import (
 	"fmt"
@@ -11,6 +25,7 @@ import (
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/hostcheck"
+	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/spec"
@@ -33,14 +48,14 @@ type Flags struct {
 // plan is nil), "requirements" for a protection the host lacks. A refused
 // run still gets its plan, without the protections, so that its result
 // can say what the run would have been limited to.
-func Make(p *policies.Policy, f Flags, h Host) (*Plan, error) {
+func Make(p *policies.Policy, f Flags, h plan.Host) (*plan.Plan, error) {
 	q := *p // Narrow changes the limits: work on a copy
 	if err := q.Narrow(policies.Overrides{Timeout: f.Timeout, OutputLimit: f.OutputLimit}); err != nil {
 		return nil, result.StepError("policy", err)
 	}
-	pl := &Plan{
-		Policy:      Policy{Name: q.Name, SHA256: q.SHA256, StoreCode: q.Audit.StoreCode},
-		Root:        Root{Name: q.Python.Root, Full: q.Python.Verify == policies.VerifyFull},
+	pl := &plan.Plan{
+		Policy:      plan.Policy{Name: q.Name, SHA256: q.SHA256, StoreCode: q.Audit.StoreCode},
+		Root:        plan.Root{Name: q.Python.Root, Full: q.Python.Verify == policies.VerifyFull},
 		Timeout:     q.Limits.Timeout.Duration,
 		OutputLimit: int64(q.Limits.OutputLimit),
 		CPUTime:     q.Limits.CPUTime.Duration,
@@ -49,7 +64,7 @@ func Make(p *policies.Policy, f Flags, h Host) (*Plan, error) {
 		TmpSize:     int64(q.Filesystem.TmpSize),
 		ShmSize:     int64(q.Filesystem.ShmSize),
 		Runner:      runner(&q, f),
-		Reasons: Reasons{
+		Reasons: plan.Reasons{
 			// Each limit worded as the result has always quoted it.
 			Wall:   "wall clock " + q.Limits.Timeout.Duration.String(),
 			CPU:    fmt.Sprintf("cpu time %v (RLIMIT_CPU)", q.Limits.CPUTime),
@@ -70,7 +85,7 @@ func Make(p *policies.Policy, f Flags, h Host) (*Plan, error) {
 // protections decides seccomp, Landlock and the cgroup: each is used when
 // the policy asks for it and the host has it; one the policy requires but
 // the host lacks refuses the run.
-func protections(pl *Plan, p *policies.Policy, h Host) error {
+func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 	refuse := func(what, why string) error {
 		pl.Cgroup, pl.Seccomp, pl.LandlockABI = nil, "", 0
 		return result.StepError("requirements", fmt.Errorf("%s: %s", what, why))
