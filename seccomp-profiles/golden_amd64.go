@@ -11,6 +11,6 @@ var goldenFiles embed.FS
 
 // goldens describes each file of goldenFiles, by profile name.
 var goldens = map[string]golden{
-	"default": {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "91f8b52eed2143f5e8a35d8e9158b32ef2b85c41a2b3ac19c7732d8e4f89064e"},
-	"strict":  {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "1a46032407273a63f6190f947dd8bcc15c75b0fc86ba235a05a38ce24c1b318f"},
+	"default": {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a9450cfb0006f202c2439d034a6a1108f3f21581df63904462468118aede974c"},
+	"strict":  {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "de9b711566bf3c716332d9b7ee1d69654a6c77f647254846f2e9ca837ee88fa2"},
 }
