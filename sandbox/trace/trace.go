@@ -10,6 +10,9 @@
 package trace
 
 import (
+	"cmp"
+	"slices"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -67,17 +70,21 @@ func (r *Recorder) Marks() []Mark {
 	return r.marks
 }
 
-// Phases turns the marks into phases: each lasts from the previous mark
-// (or the start) to its own. A mark earlier than the one before it (a
-// clock read in another process, raced by this one) counts as that one:
-// phases never overlap, so they sum to the time covered. Nil when off.
+// Phases turns the marks into phases, in the order they ended: each lasts
+// from the mark before it (or the start) to its own. Marks taken in
+// another process (the init's, added when they arrive) fall into place
+// among this process's by their time, so a step the init finished while
+// the supervisor waited is timed as it ran. Phases never overlap, so
+// they sum to the time covered. Nil when off.
 func (r *Recorder) Phases() []result.Phase {
 	if !r.On() || len(r.marks) == 0 {
 		return nil
 	}
-	out := make([]result.Phase, 0, len(r.marks))
+	marks := slices.Clone(r.marks)
+	slices.SortStableFunc(marks, func(a, b Mark) int { return cmp.Compare(a.End, b.End) })
+	out := make([]result.Phase, 0, len(marks))
 	last := r.start
-	for _, m := range r.marks {
+	for _, m := range marks {
 		end := max(m.End, last)
 		out = append(out, result.Phase{Name: m.Name, MS: float64((end-last)/1000) / 1000})
 		last = end

@@ -4,14 +4,16 @@ import (
 	"testing"
 )
 
-func TestPhasesOrderAndClamp(t *testing.T) {
+// TestPhasesInTimeOrder: marks added out of order (the init's, after the
+// host's) are timed in the order they ended.
+func TestPhasesInTimeOrder(t *testing.T) {
 	r := New(true, 1_000_000)
-	r.marks = append(r.marks, Mark{"a", 3_500_000}, Mark{"b", 3_000_000}, Mark{"c", 5_000_000})
+	r.marks = append(r.marks, Mark{"host wait", 3_500_000}, Mark{"init step", 3_000_000}, Mark{"c", 5_000_000})
 	got := r.Phases()
 	want := []struct {
 		name string
 		ms   float64
-	}{{"a", 2.5}, {"b", 0}, {"c", 1.5}}
+	}{{"init step", 2}, {"host wait", 0.5}, {"c", 1.5}}
 	if len(got) != len(want) {
 		t.Fatalf("phases %v, want %d", got, len(want))
 	}
