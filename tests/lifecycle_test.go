@@ -105,10 +105,10 @@ func TestNormalExitKillsLeftovers(t *testing.T) {
 	heartbeatsStopped(t, ws)
 }
 
-// TestStopByHand sends SIGINT and SIGTERM to nsbox during a run.
+// TestStopByHand sends SIGINT, SIGTERM and SIGQUIT to nsbox during a run.
 func TestStopByHand(t *testing.T) {
 	needRoot(t)
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			ws := sandboxWorkspace(t)
 			o := nsbox(t, run{

@@ -65,7 +65,7 @@ func runCommand() *cli.Command {
 func runAction(c *cli.Context) error {
 	jsonOut := c.Bool("json")
 	start := time.Now()
-	r, err := prepareAndRun(c, jsonOut)
+	r, lostOutput, err := prepareAndRun(c, jsonOut)
 	if err != nil {
 		// Refused: no sandbox was started. Still one result in --json,
 		// and still a row in the audit log when the log itself is fine.
@@ -92,7 +92,16 @@ func runAction(c *cli.Context) error {
 	if !jsonOut && r.Status != result.StatusSandboxError {
 		printPhases(r)
 	}
-	if code := r.ProcessExitCode(); code != 0 {
+	code := r.ProcessExitCode()
+	if lostOutput != nil && r.Status != result.StatusKilled {
+		// The program ended before the loss could stop it: its status
+		// stands, but the caller did not get its output.
+		fmt.Fprintf(os.Stderr, "nsbox: %v\n", lostOutput)
+		if code == 0 {
+			code = result.ExitSandboxError
+		}
+	}
+	if code != 0 {
 		return cli.Exit("", code)
 	}
 	return nil
@@ -116,18 +125,29 @@ func asSandboxError(err error) *result.SandboxError {
 	return result.StepError("input", err)
 }
 
-func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
+// prepareAndRun does one run. It returns its result, why the program's
+// output did not reach the caller (plain mode; nil when it did), and an
+// error when the run was refused before a sandbox existed (the result,
+// when not nil, then has what was known).
+func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, err error) {
 	tr := newTrace(c.Bool("trace-phases"))
-	// SIGINT/SIGTERM stop the run (status killed) instead of killing nsbox:
-	// the sandbox is torn down and the result still reported. Set up
+	// SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the run (status killed)
+	// instead of killing nsbox: the sandbox is torn down and the result
+	// still reported. Set up
 	// first, before any other goroutine runs: the runtime starts its
 	// signal-handling thread here, which is quick only while a processor
 	// is free.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	// A closed stdout or stderr must not kill nsbox mid-run (the row
+	// unfinished, the sandbox left to the next run's sweep): with SIGPIPE
+	// caught, a write to a closed pipe returns EPIPE, and the supervisor
+	// stops the run. Caught, not ignored: an ignored signal would stay
+	// ignored in the sandbox across execve.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go func() {
 		if s, ok := <-sigs; ok {
 			cancel(fmt.Errorf("stopped by %s", signalName(s)))
@@ -135,32 +155,32 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	}()
 	pol, err := policies.Resolve(c.String("policy"))
 	if err != nil {
-		return nil, result.StepError("policy", err)
+		return nil, nil, result.StepError("policy", err)
 	}
 	flags, err := planFlags(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	code, err := readCode(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	labels, err := parseLabels(c.StringSlice("label"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tr.Mark("policy and input")
 	// The plan: the policy narrowed by the flags, checked against what
 	// this host can enforce (fail closed). Nothing is created yet.
 	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
 	if err != nil {
-		return refused(pol, pl), err
+		return refused(pol, pl), nil, err
 	}
 	tr.Mark("plan")
 	// The base root is built on first use; "building the base root" goes
 	// to stderr, stdout stays the result's.
 	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
-		return refused(pol, pl), result.StepError("rootfs", err)
+		return refused(pol, pl), nil, result.StepError("rootfs", err)
 	}
 	tr.Mark("root build")
 
@@ -187,7 +207,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 		}
 	}
 	out := sb.Finish()
-	r := out.Result
+	r = out.Result
 	if err := aud.wait(); err != nil {
 		// The program did not run; when the run failed before the audit
 		// row was needed for another reason, say this too.
@@ -202,7 +222,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (*result.Result, error) {
 	aud.close() // the last connection checkpoints the WAL: fsyncs
 	tr.Mark("audit close")
 	r.Phases = tr.Phases()
-	return r, nil
+	return r, out.OutputError, nil
 }
 
 // refused is the result skeleton of a run refused once its policy was
@@ -294,6 +314,8 @@ func signalName(s os.Signal) string {
 		return "SIGTERM"
 	case syscall.SIGHUP:
 		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
 	}
 	return s.String()
 }

@@ -30,15 +30,17 @@ const maxEmptyReads = 100
 // A Stream is filled by one call to Copy. Bytes, Truncated and Total may be
 // called from other goroutines at any time, including while Copy runs.
 type Stream struct {
-	limit   int64
-	tee     io.Writer
-	onLimit func()
+	limit      int64
+	tee        io.Writer
+	onLimit    func()
+	onTeeError func(error)
 
 	mu   sync.Mutex
 	kept []byte // cap(kept) never exceeds limit
 
 	truncated atomic.Bool
 	total     atomic.Int64
+	teeErr    atomic.Pointer[error]
 }
 
 // NewStream returns a Stream keeping at most limit bytes (a negative limit is
@@ -49,6 +51,12 @@ type Stream struct {
 func NewStream(limit int64, tee io.Writer, onLimit func()) *Stream {
 	return &Stream{limit: max(limit, 0), tee: tee, onLimit: onLimit}
 }
+
+// OnTeeError sets f to be called once, from the reading goroutine, when
+// writing to the tee fails (the caller closed its end of a pipe, a full
+// disk): the output cannot reach whoever asked for it. Call it before
+// Copy.
+func (s *Stream) OnTeeError(f func(error)) { s.onTeeError = f }
 
 // Limit returns the most bytes the Stream keeps.
 func (s *Stream) Limit() int64 { return s.limit }
@@ -73,6 +81,10 @@ func (s *Stream) Copy(r io.Reader) error {
 				if err := writeAll(s.tee, kept); err != nil {
 					teeing = false
 					firstErr = err
+					s.teeErr.Store(&err)
+					if s.onTeeError != nil {
+						s.onTeeError(err)
+					}
 				}
 			}
 		}
@@ -128,6 +140,14 @@ func (s *Stream) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.kept...)
+}
+
+// TeeError returns the error that stopped teeing, or nil.
+func (s *Stream) TeeError() error {
+	if e := s.teeErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // Truncated reports whether a byte past the limit was seen.

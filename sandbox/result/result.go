@@ -31,7 +31,7 @@ const (
 	StatusMemoryLimit     Status = "memory_limit"     // the cgroup's OOM killer ended a process; every process of the run was killed
 	StatusOutputLimit     Status = "output_limit"     // stdout or stderr passed its cap; the run was killed
 	StatusPolicyViolation Status = "policy_violation" // the Python policy layer refused the program (static check) or something it did
-	StatusKilled          Status = "killed"           // stopped by hand (SIGINT/SIGTERM to nsbox)
+	StatusKilled          Status = "killed"           // stopped by hand (a signal to nsbox), or the caller went away
 	StatusSandboxError    Status = "sandbox_error"    // nsbox could not build the sandbox or start the program
 )
 

@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nsbox/nsbox/sandbox/output"
@@ -52,6 +54,14 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	stderr := output.NewStream(pl.OutputLimit, sb.o.Stderr, func() {
 		stop.stop(result.StatusOutputLimit, result.LimitStderr, fmt.Sprintf("stderr exceeded %d bytes", pl.OutputLimit))
 	})
+	// A caller that can no longer take the output it asked for (it
+	// closed its end of the pipe, the disk behind it is full) has gone
+	// away: the run is stopped, not left to fill a dead stream.
+	for name, st := range map[string]*output.Stream{"stdout": stdout, "stderr": stderr} {
+		st.OnTeeError(func(err error) {
+			stop.stop(result.StatusKilled, "", callerGone(name, err))
+		})
+	}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); stdout.Copy(l.stdout) }()
@@ -88,6 +98,11 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	sb.stats.StdoutBytes, sb.stats.StderrBytes = stdout.Total(), stderr.Total()
 	sb.stats.StdoutHead = head(stdout.Bytes(), headSize)
 	sb.stats.StderrHead = head(stderr.Bytes(), headSize)
+	if err := stdout.TeeError(); err != nil {
+		sb.lost = fmt.Errorf("%s", callerGone("stdout", err))
+	} else if err := stderr.TeeError(); err != nil {
+		sb.lost = fmt.Errorf("%s", callerGone("stderr", err))
+	}
 	usage := sb.conf.usage(r)
 	tr.Mark("collect")
 
@@ -132,6 +147,15 @@ func (sb *Sandbox) Abort(err error) {
 	(&stopper{proc: sb.l.cmd.Process, done: make(chan struct{})}).stop("", "", "")
 	sb.l.wait()
 	sb.rep.finish()
+}
+
+// callerGone is the reason of a run stopped because nsbox could not write
+// the program's output to its own stream name.
+func callerGone(name string, err error) string {
+	if errors.Is(err, syscall.EPIPE) {
+		return fmt.Sprintf("the caller closed nsbox's %s (the program's output had nowhere to go)", name)
+	}
+	return fmt.Sprintf("nsbox's %s could not be written (%v)", name, err)
 }
 
 // head returns a copy of at most the first n bytes of b.

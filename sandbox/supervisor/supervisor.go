@@ -68,6 +68,11 @@ type Stats struct {
 type Outcome struct {
 	Result *result.Result
 	Stats  Stats
+	// OutputError is why the program's output could not be passed to
+	// Options.Stdout or Stderr (plain mode): the caller closed the pipe,
+	// a full disk. While the program ran it also stopped the run (status
+	// killed); after it ended, it is the only trace of the lost output.
+	OutputError error
 }
 
 // Sandbox is one run, from New to Finish. Its methods are called in that
@@ -85,6 +90,7 @@ type Sandbox struct {
 	rep   *reportReader // the runner's report pipe, read end
 	sp    *spec.Spec    // what the init gets
 	stats Stats
+	lost  error // the output that could not be passed on (Outcome.OutputError)
 	state state
 }
 
@@ -149,7 +155,7 @@ func (sb *Sandbox) Finish() Outcome {
 		r.ExitCode, r.Signal = nil, nil
 	}
 	r.DurationMS = (trace.Now() - sb.start) / 1e6
-	return Outcome{Result: r, Stats: sb.stats}
+	return Outcome{Result: r, Stats: sb.stats, OutputError: sb.lost}
 }
 
 // NewID returns a random run id (24 hex digits).
