@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,42 @@ func TestOpenErrorNamesPath(t *testing.T) {
 	_, err := Open(path)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("Open(%s) = %v, want an error naming the path", path, err)
+	}
+}
+
+// TestOpenRefusesNonRegular: a FIFO, a directory or a device (through a
+// symlink, as --audit-db /dev/null would be) is refused by name, and
+// nothing is created beside it (SQLite would write NAME-journal there).
+func TestOpenRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "null")
+	if err := os.Symlink(os.DevNull, dev); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{fifo: "a FIFO", sub: "a directory", dev: "a device"} {
+		_, err := Open(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), kind) {
+			t.Errorf("Open(%s) = %v, want a refusal naming the path and %s", path, err, kind)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files beside the refused logs: %v, want only fifo, null and sub", names)
 	}
 }
 

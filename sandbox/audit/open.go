@@ -57,12 +57,18 @@ func open(path string) (*DB, error) {
 	}
 	// A missing database is built elsewhere and linked into place, so no
 	// process ever opens one without its schema or WAL mode.
-	if _, err := os.Lstat(abs); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Stat(abs) // a symlink to the log is fine; to a device, not
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if err := create(abs); err != nil {
 			return nil, err
 		}
-	} else if err != nil {
+	case err != nil:
 		return nil, err
+	case !fi.Mode().IsRegular():
+		// SQLite would open a device or FIFO and create its journal,
+		// mode 0666, beside it (/dev/null-journal).
+		return nil, fmt.Errorf("not a regular file (%s): the audit log must be a file or absent", fileKind(fi.Mode()))
 	}
 	db, err := connect(abs)
 	if err != nil {
@@ -79,6 +85,21 @@ func open(path string) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a regular file"
 }
 
 // connect opens a connection pool on an existing file. Every connection
