@@ -35,8 +35,18 @@ func suggest(k toml.Key, known []string) string {
 }
 
 // near reports whether a is probably a misspelling of b.
+// A short name is near another only one edit away ("tmeout"), a longer
+// one two ("landlok", "time_out"), or when it starts the other ("mem" for
+// "memory"); "foo" is near nothing, rather than two edits from "root".
 func near(a, b string) bool {
-	return strings.EqualFold(a, b) || editDistance(a, b) <= min(2, len(a)-1)
+	if strings.EqualFold(a, b) || len(a) >= 3 && strings.HasPrefix(b, a) {
+		return true
+	}
+	most := 1
+	if len(a) >= 6 {
+		most = 2
+	}
+	return editDistance(a, b) <= most
 }
 
 func editDistance(a, b string) int {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,8 @@ store_code = false
 		{"missing workspace", []string{"--workspace", filepath.Join(dir, "nows"), "-c", "pass"}, result.StatusSandboxError, 125, "workspace", "nows", true},
 		{"timeout widened", []string{"--policy", "strict", "--timeout", "1h", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "1h", true},
 		{"output limit widened", []string{"--policy", "strict", "--output-limit", "1GiB", "-c", "pass"}, result.StatusSandboxError, 125, "policy", "output", true},
+		{"label not UTF-8", []string{"--label", "k=caf\xe9", "-c", "pass"}, result.StatusSandboxError, 125, "input", "UTF-8", true},
+		{"too many labels", append(manyLabelFlags(33), "-c", "pass"), result.StatusSandboxError, 125, "input", "at most 32 labels", true},
 		{"syntax error", []string{"-c", "def f(:\n  pass"}, result.StatusError, 1, "", "SyntaxError", false},
 		{"exit code", []string{"-c", "raise SystemExit(3)"}, result.StatusError, 3, "", "", false},
 		// A real fault: the program is PID 1 of its namespace, so signals
@@ -143,6 +146,36 @@ func TestCodeSources(t *testing.T) {
 		o := nsbox(t, r)
 		if o.exit != 0 || string(o.stdout) != "42\n" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 42", r.args, o.exit, o.stdout, o.stderr)
+		}
+	}
+}
+
+// manyLabelFlags returns n distinct --label flags.
+func manyLabelFlags(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, "--label", fmt.Sprintf("k%d=v", i))
+	}
+	return out
+}
+
+// TestRepeatedFlagsRefused: a second -c, --policy or --timeout would
+// silently replace the first; it is refused, naming the flag.
+func TestRepeatedFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-c", "print(1)", "-c", "print(2)"},
+		{"--code", "print(1)", "-c", "print(2)"},
+		{"--policy", "strict", "-p", "default", "-c", "pass"},
+		{"--timeout", "1s", "--timeout", "2s", "-c", "pass"},
+		{"--workspace", "/tmp", "--workspace", "/tmp", "-c", "pass"},
+	} {
+		o := nsbox(t, run{args: append([]string{"run", "--json"}, args...)})
+		o.wantStatus(t, result.StatusSandboxError)
+		if o.exit != 125 || o.res.Error == nil || o.res.Error.Step != "input" || !strings.Contains(o.res.Error.Message, "more than once") {
+			t.Errorf("%q: exit %d, error %+v; want 125, step input, \"more than once\"", args, o.exit, o.res.Error)
+		}
+		if p := nsbox(t, run{args: append([]string{"check"}, args...)}); p.exit == 0 && args[0] != "--timeout" && args[0] != "--workspace" {
+			t.Errorf("nsbox check %q: exit 0, want the repeated flag refused", args)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/plan"
@@ -32,8 +33,16 @@ func labelKey(k string) bool {
 	return true
 }
 
-// parseLabels reads repeated --label key=value flags.
+// maxLabels bounds the --label flags of one run.
+const maxLabels = 32
+
+// parseLabels reads repeated --label key=value flags. Whatever the audit
+// log could not store is refused here, as bad input, so that the refusal
+// is still recorded.
 func parseLabels(flags []string) (map[string]string, error) {
+	if len(flags) > maxLabels {
+		return nil, fmt.Errorf("--label given %d times: at most %d labels per run", len(flags), maxLabels)
+	}
 	labels := map[string]string{}
 	for _, f := range flags {
 		k, v, ok := strings.Cut(f, "=")
@@ -44,6 +53,8 @@ func parseLabels(flags []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--label %q: the key must be 1-64 characters of A-Z a-z 0-9 _ . -", f)
 		case len(v) > 1024:
 			return nil, fmt.Errorf("--label %q: the value is longer than 1024 bytes", k)
+		case !utf8.ValidString(v):
+			return nil, fmt.Errorf("--label %q: the value is not valid UTF-8", k)
 		}
 		if _, dup := labels[k]; dup {
 			return nil, fmt.Errorf("--label %q: key given twice", k)

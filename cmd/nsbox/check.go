@@ -35,9 +35,9 @@ func checkCommand() *cli.Command {
 			"--json prints {\"file\", \"policy\", \"ok\", \"violations\": [{kind, name, line, col, detail}],\n" +
 			"\"syntax_error\"} instead.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "default",
-				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file"},
-			&cli.StringFlag{Name: "code", Aliases: []string{"c"}, Usage: "program passed as a string"},
+			onceFlag("policy", []string{"p"}, "default",
+				"built-in policy name ("+fmt.Sprint(policies.BuiltinNames())+") or path of a policy TOML file"),
+			onceFlag("code", []string{"c"}, "", "program passed as a string"),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 		},
 		Action: checkAction,

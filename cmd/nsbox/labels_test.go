@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,8 @@ func TestParseLabels(t *testing.T) {
 		{[]string{"a/b=v"}, "1-64 characters"},
 		{[]string{"k=" + strings.Repeat("v", 1025)}, "longer than 1024"},
 		{[]string{"k=1", "k=2"}, "given twice"},
+		{[]string{"k=caf\xe9"}, "not valid UTF-8"},
+		{manyLabels(33), "at most 32 labels"},
 	} {
 		got, err := parseLabels(tc.flags)
 		switch {
@@ -31,4 +34,13 @@ func TestParseLabels(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", tc.flags, err, tc.bad)
 		}
 	}
+}
+
+// manyLabels returns n distinct --label values.
+func manyLabels(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("k%d=v", i))
+	}
+	return out
 }

@@ -33,16 +33,16 @@ func runCommand() *cli.Command {
 			"the program died from signal N. --json prints one result object instead (docs/result-schema.md).\n" +
 			"Flags can only lower the policy's limits, never raise them.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "default",
-				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file"},
-			&cli.StringFlag{Name: "code", Aliases: []string{"c"}, Usage: "program passed as a string"},
+			onceFlag("policy", []string{"p"}, "default",
+				"built-in policy name ("+fmt.Sprint(policies.BuiltinNames())+") or path of a policy TOML file"),
+			onceFlag("code", []string{"c"}, "", "program passed as a string"),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON result object instead of the program's output"},
-			&cli.DurationFlag{Name: "timeout", Usage: "wall-clock limit, at most the policy's (e.g. 2s)"},
-			&cli.StringFlag{Name: "output-limit", Usage: "byte cap per stream, at most the policy's (e.g. 16KiB)"},
-			&cli.StringFlag{Name: "workspace", Usage: "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"},
+			onceFlag("timeout", nil, "", "wall-clock limit, at most the policy's (e.g. 2s)"),
+			onceFlag("output-limit", nil, "", "byte cap per stream, at most the policy's (e.g. 16KiB)"),
+			onceFlag("workspace", nil, "", "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"),
 			&cli.BoolFlag{Name: "trace-phases", Usage: "record how long each phase of the run took (result field phases; on stderr in plain mode)"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
-			&cli.StringFlag{Name: "audit-db", Usage: "audit log database (default $NSBOX_AUDIT_DB or " + audit.DefaultPath + ")"},
+			onceFlag("audit-db", nil, "", "audit log database (default $NSBOX_AUDIT_DB or "+audit.DefaultPath+")"),
 		},
 		Action: runAction,
 		// A caller that asked for JSON gets one result object even when
@@ -79,6 +79,7 @@ func runAction(c *cli.Context) error {
 			auditRefused(c.String("audit-db"), r, start)
 		}
 	}
+	addHint(r.Error)
 	if jsonOut {
 		if werr := r.WriteJSON(os.Stdout); werr != nil {
 			return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
@@ -117,6 +118,14 @@ func printPhases(r *result.Result) {
 		fmt.Fprintf(os.Stderr, " %s=%.2f", p.Name, p.MS)
 	}
 	fmt.Fprintln(os.Stderr)
+}
+
+// addHint appends what the caller can do to an error whose cause is
+// theirs to fix: running out of descriptors (a low `ulimit -n`).
+func addHint(e *result.SandboxError) {
+	if e != nil && e.Errno == "EMFILE" {
+		e.Message += " (nsbox ran out of file descriptors: raise its open-file limit, e.g. `ulimit -n 1024`)"
+	}
 }
 
 // asSandboxError returns err as the result's step error; an error that
@@ -240,9 +249,15 @@ func refused(pol *policies.Policy, pl *plan.Plan) *result.Result {
 // --output-limit, each positive and at most the policy's.
 func planFlags(c *cli.Context) (planner.Flags, error) {
 	var f planner.Flags
-	f.Timeout = c.Duration("timeout")
-	if c.IsSet("timeout") && f.Timeout <= 0 {
-		return f, result.StepError("input", fmt.Errorf("--timeout %s: must be positive", f.Timeout))
+	if c.IsSet("timeout") {
+		d, err := time.ParseDuration(c.String("timeout"))
+		if err != nil {
+			return f, result.StepError("input", fmt.Errorf("--timeout %q: not a duration (e.g. 2s, 1m30s, 500ms)", c.String("timeout")))
+		}
+		if d <= 0 {
+			return f, result.StepError("input", fmt.Errorf("--timeout %s: must be positive", d))
+		}
+		f.Timeout = d
 	}
 	if c.IsSet("output-limit") {
 		n, err := parseSize(c.String("output-limit"))
