@@ -33,15 +33,12 @@ func labelKey(k string) bool {
 	return true
 }
 
-// maxLabels bounds the --label flags of one run.
-const maxLabels = 32
-
 // parseLabels reads repeated --label key=value flags. Whatever the audit
 // log could not store is refused here, as bad input, so that the refusal
 // is still recorded.
 func parseLabels(flags []string) (map[string]string, error) {
-	if len(flags) > maxLabels {
-		return nil, fmt.Errorf("--label given %d times: at most %d labels per run", len(flags), maxLabels)
+	if len(flags) > audit.MaxLabels {
+		return nil, fmt.Errorf("--label given %d times: at most %d labels per run", len(flags), audit.MaxLabels)
 	}
 	labels := map[string]string{}
 	for _, f := range flags {
@@ -51,8 +48,8 @@ func parseLabels(flags []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--label %q: want key=value", f)
 		case !labelKey(k):
 			return nil, fmt.Errorf("--label %q: the key must be 1-64 characters of A-Z a-z 0-9 _ . -", f)
-		case len(v) > 1024:
-			return nil, fmt.Errorf("--label %q: the value is longer than 1024 bytes", k)
+		case len(v) > audit.MaxLabelValueBytes:
+			return nil, fmt.Errorf("--label %q: the value is longer than %d bytes", k, audit.MaxLabelValueBytes)
 		case !utf8.ValidString(v):
 			return nil, fmt.Errorf("--label %q: the value is not valid UTF-8", k)
 		}
