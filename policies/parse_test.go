@@ -10,7 +10,7 @@ import (
 // base is a valid policy; the tests below edit one line of it. Line numbers:
 // 3 [python], 4 root, 5 verify, 7 [limits], 8 timeout,
 // 9 output_limit, 10 memory, 11 pids, 12 cpus, 13 cpu_time, 14 open_files,
-// 15 file_size, 16 stack, 18 [filesystem], 19 tmp_size, 20 shm_size,
+// 15 file_size, 16 stack, 17 program_size, 18 [filesystem], 19 tmp_size, 20 shm_size,
 // 22 [sandbox], 23 require, 24 seccomp, 25 landlock, 27 [allowlist],
 // 28 imports, 29 deny_builtins, 30 deny_events, 31 strict_attributes,
 // 33 [audit], 34 store_code.
@@ -30,7 +30,7 @@ cpu_time = "10s"
 open_files = 256
 file_size = "16MiB"
 stack = "8MiB"
-
+program_size = "1MiB"
 [filesystem]
 tmp_size = "16MiB"
 shm_size = "8MiB"
@@ -70,7 +70,7 @@ func TestParseValid(t *testing.T) {
 		{"bounds inclusive", edit(`"10s"`, `"24h"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 24*time.Hour }},
 		{"env", base + "[env]\nTZ = \"UTC\"\n_x1 = \"\"\n", func(p *Policy) bool { return p.Env["TZ"] == "UTC" && len(p.Env) == 2 }},
 		{"dotted keys", "python.root = \"/p\"\npython.verify = \"full\"\nlimits = { timeout = \"1s\", output_limit = 2048, " +
-			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\" }\n" +
+			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\", program_size = \"1KiB\" }\n" +
 			"sandbox = { require = [], seccomp = \"none\", landlock = false }\n" +
 			"allowlist = { imports = [\"*\"], deny_builtins = [], deny_events = [], strict_attributes = false }\n" +
 			"audit = { store_code = true }\n" +
@@ -116,7 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
 			[]string{"unknown key", "allowed at the top level: extends, description, python, limits, filesystem, sandbox, allowlist, audit, env", "(timeout belongs in [limits])"}},
 		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
-			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, memory, pids"}},
+			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, program_size, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
 			[]string{`did you mean "timeout"?`}},
 		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 19, "filesystem.timeout",

@@ -57,6 +57,7 @@ const (
 type Limits struct {
 	Timeout     Duration // limits.timeout: wall clock
 	OutputLimit Size     // limits.output_limit: per stream (stdout and stderr each)
+	ProgramSize Size     // limits.program_size: the program's source
 	Memory      Size     // limits.memory: cgroup memory limit, swap off
 	Pids        int64    // limits.pids: cgroup pids.max
 	CPUs        float64  // limits.cpus: cgroup CPU quota in CPUs

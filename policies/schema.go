@@ -115,6 +115,13 @@ var schema = []Key{
 		bounds: sizeRange{kib, gib},
 	},
 	{
+		Name: "limits.program_size", Required: true, Example: `"1MiB"`,
+		Doc: "Largest program nsbox accepts, from `-c`, a file or standard input; a larger one is refused " +
+			"before anything runs (it is read only up to this size).",
+		field:  func(p *Policy) any { return &p.Limits.ProgramSize },
+		bounds: sizeRange{kib, 64 * mib},
+	},
+	{
 		Name: "limits.memory", Required: true, Example: `"512MiB"`,
 		Doc: "Memory of all the run's processes together (cgroup `memory.max`; swap is off). Past it the " +
 			"kernel's OOM killer ends the run: status `memory_limit`.",

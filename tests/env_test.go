@@ -109,11 +109,11 @@ func TestTracePhases(t *testing.T) {
 		} else {
 			names = append(names, p.Name)
 		}
-		if i >= 5 && i < len(o.res.Phases)-2 { // from the supervisor's first step to its cleanup
+		if i >= 6 && i < len(o.res.Phases)-2 { // from the supervisor's first step to its cleanup
 			sum += p.MS
 		}
 	}
-	want := []string{"start-up", "policy and input", "plan", "root build", "audit begin",
+	want := []string{"start-up", "policy and input", "plan", "read program", "root build", "audit begin",
 		"rootfs", "state dir", "workspace", "seccomp", "cgroup", "mounts", "report pipe", "spec", "start init",
 		"audit row", "ready", "exec", "program", "collect", "cleanup",
 		"audit finish", "audit close"}

@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/sandbox/result"
 )
@@ -37,6 +41,7 @@ cpu_time = "10s"
 open_files = 256
 file_size = "16MiB"
 stack = "8MiB"
+program_size = "1MiB"
 `+extra+`
 [filesystem]
 tmp_size = "16MiB"
@@ -188,4 +193,79 @@ func TestUsageErrorJSON(t *testing.T) {
 	if o.exit != 125 || o.res.Error == nil || o.res.Error.Step != "input" || !strings.Contains(o.res.Error.Message, "no-such-flag") || o.res.ID == "" {
 		t.Errorf("exit %d, result %+v", o.exit, o.res)
 	}
+}
+
+// TestProgramInputBounded: the program is read within bounds. A device or
+// a FIFO is refused without being read (before, /dev/zero was read until
+// nsbox ran out of memory, and a FIFO without a writer blocked forever); a
+// program over limits.program_size is refused after reading one byte more
+// than the limit; standard input that never ends is given up on at the
+// run's timeout. Each is bad input: step input, exit 125, a row.
+func TestProgramInputBounded(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.py")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("#"), 1<<20+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	smallPrograms := filepath.Join(dir, "small.toml")
+	if err := os.WriteFile(smallPrograms, []byte("extends = \"strict\"\n[limits]\nprogram_size = \"1KiB\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mentions string
+		args           []string
+	}{
+		{"device", "not a regular file (a device)", []string{"/dev/zero"}},
+		{"fifo", "not a regular file (a FIFO)", []string{fifo}},
+		{"too big", "larger than 1MiB", []string{big}},
+		// An argument cannot hold a MiB: a policy with a smaller limit.
+		{"-c too big", "larger than 1KiB", []string{"--policy", smallPrograms, "-c", strings.Repeat("#", 1025)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			args := append([]string{"run", "--json"}, tc.args...)
+			if tc.args[0] != "--policy" {
+				args = append([]string{"run", "--json", "--policy", "strict"}, tc.args...)
+			}
+			o := nsbox(t, run{args: args})
+			o.wantStatus(t, result.StatusSandboxError)
+			if o.exit != 125 || o.res.Error == nil || o.res.Error.Step != "input" || !strings.Contains(o.res.Error.Message, tc.mentions) {
+				t.Errorf("exit %d, error %+v; want 125, step input, %q", o.exit, o.res.Error, tc.mentions)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("refusing took %v", time.Since(start))
+			}
+			if rows := auditRows(t, filepath.Join(o.state, "audit.db")); len(rows) != 1 {
+				t.Errorf("audit rows %v, want the refusal recorded", rows)
+			}
+		})
+	}
+
+	t.Run("stdin never ends", func(t *testing.T) {
+		state := t.TempDir()
+		cmd := exec.Command(nsboxBin, "run", "--json", "--policy", "strict", "--timeout", "1s", "-")
+		cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+state, "NSBOX_AUDIT_DB="+filepath.Join(state, "audit.db"))
+		r, w, err := os.Pipe() // the write end stays open: stdin never ends
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		cmd.Stdin = r
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		start := time.Now()
+		cmd.Run()
+		r.Close()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("nsbox waited %v for a program on stdin, want about the 1s timeout", d)
+		}
+		if !strings.Contains(out.String(), `"step":"input"`) || !strings.Contains(out.String(), "did not end within 1s") {
+			t.Errorf("result %s, want step input naming the timeout", out.String())
+		}
+	})
 }

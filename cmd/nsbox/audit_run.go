@@ -61,6 +61,12 @@ func parseLabels(flags []string) (map[string]string, error) {
 	return labels, nil
 }
 
+// maxStoredCode is the largest program whose text a row keeps (with
+// audit.store_code); a larger one keeps only its hash. Policies may accept
+// bigger programs (limits.program_size), and a row should not grow with
+// them.
+const maxStoredCode = 256 << 10
+
 // pendingAudit is a run's audit row being begun in the background.
 type pendingAudit struct {
 	done chan struct{}
@@ -111,7 +117,9 @@ func auditBegin(db *audit.DB, id string, pol plan.Policy, code []byte, labels ma
 		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
 		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: version,
 	}
-	if pol.StoreCode {
+	// The text is kept up to maxStoredCode; the hash always covers the
+	// whole program.
+	if pol.StoreCode && len(code) <= maxStoredCode {
 		s := string(code)
 		rec.Code = &s
 	}

@@ -58,7 +58,7 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("nsbox check: policy: %v", err), result.ExitSandboxError)
 	}
-	code, err := readCode(c)
+	code, err := readCode(c, programLimits{size: int64(pol.Limits.ProgramSize), wait: pol.Limits.Timeout.Duration})
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("nsbox check: %v", err), result.ExitSandboxError)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -170,10 +169,6 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, 
 	if err != nil {
 		return nil, nil, err
 	}
-	code, err := readCode(c)
-	if err != nil {
-		return nil, nil, err
-	}
 	labels, err := parseLabels(c.StringSlice("label"))
 	if err != nil {
 		return nil, nil, err
@@ -186,6 +181,13 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, 
 		return refused(pol, pl), nil, err
 	}
 	tr.Mark("plan")
+	// The program, bounded by the plan: no bigger than limits.program_size,
+	// and from standard input within the run's timeout.
+	code, err := readCode(c, programLimits{size: pl.ProgramSize, wait: pl.Timeout})
+	if err != nil {
+		return refused(pol, pl), nil, err
+	}
+	tr.Mark("read program")
 	// The base root is built on first use; "building the base root" goes
 	// to stderr, stdout stays the result's.
 	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
@@ -284,41 +286,6 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("--output-limit %q: must be positive", v)
 	}
 	return n, nil
-}
-
-// readCode returns the program from -c, FILE or stdin ("-"); exactly one.
-func readCode(c *cli.Context) ([]byte, error) {
-	args := c.Args().Slice()
-	hasCode := c.IsSet("code")
-	switch {
-	case len(args) > 1:
-		return nil, fmt.Errorf("expected one FILE, got %d arguments: %q", len(args), args)
-	case hasCode && len(args) == 1:
-		return nil, fmt.Errorf("give the program either with -c or as FILE, not both")
-	case !hasCode && len(args) == 0:
-		return nil, fmt.Errorf("no program: give FILE, - for standard input, or -c CODE")
-	}
-	var code []byte
-	switch {
-	case hasCode:
-		code = []byte(c.String("code"))
-	case args[0] == "-":
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return nil, fmt.Errorf("read program from standard input: %w", err)
-		}
-		code = b
-	default:
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return nil, fmt.Errorf("read program: %w", err)
-		}
-		code = b
-	}
-	if len(code) == 0 {
-		return nil, fmt.Errorf("the program is empty")
-	}
-	return code, nil
 }
 
 func signalName(s os.Signal) string {

@@ -21,9 +21,11 @@ type Plan struct {
 	// Root is the root filesystem to open and how hard to check it.
 	Root Root `json:"root"`
 
-	// Timeout is the wall-clock limit; OutputLimit caps each stream.
+	// Timeout is the wall-clock limit; OutputLimit caps each stream;
+	// ProgramSize is the largest program the caller may hand in.
 	Timeout     time.Duration `json:"timeout"`
 	OutputLimit int64         `json:"output_limit"`
+	ProgramSize int64         `json:"program_size"`
 	// CPUTime is RLIMIT_CPU (also in Rlimits), kept to classify a kill.
 	CPUTime time.Duration `json:"cpu_time"`
 

@@ -58,6 +58,7 @@ func Make(p *policies.Policy, f Flags, h plan.Host) (*plan.Plan, error) {
 		Root:        plan.Root{Name: q.Python.Root, Full: q.Python.Verify == policies.VerifyFull},
 		Timeout:     q.Limits.Timeout.Duration,
 		OutputLimit: int64(q.Limits.OutputLimit),
+		ProgramSize: int64(q.Limits.ProgramSize),
 		CPUTime:     q.Limits.CPUTime.Duration,
 		Rlimits:     rlimits(q.Limits),
 		Env:         env(&q),

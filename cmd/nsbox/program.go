@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nsbox/nsbox/policies"
+)
+
+// programLimits bound reading the program: at most size bytes, and from
+// standard input within wait (the run's own wall clock: a caller whose
+// stdin never closes must not hold nsbox forever).
+type programLimits struct {
+	size int64
+	wait time.Duration
+}
+
+// readCode returns the program from -c, FILE or stdin ("-"); exactly one.
+// It never reads more than the limit (a bigger program is refused, not
+// cut), and FILE must be a regular file: a FIFO without a writer or a
+// device such as /dev/zero would block or never end.
+func readCode(c *cli.Context, lim programLimits) ([]byte, error) {
+	args := c.Args().Slice()
+	hasCode := c.IsSet("code")
+	switch {
+	case len(args) > 1:
+		return nil, fmt.Errorf("expected one FILE, got %d arguments: %q", len(args), args)
+	case hasCode && len(args) == 1:
+		return nil, fmt.Errorf("give the program either with -c or as FILE, not both")
+	case !hasCode && len(args) == 0:
+		return nil, fmt.Errorf("no program: give FILE, - for standard input, or -c CODE")
+	}
+	var code []byte
+	var err error
+	switch {
+	case hasCode:
+		code = []byte(c.String("code"))
+		if int64(len(code)) > lim.size {
+			err = tooBig(lim)
+		}
+	case args[0] == "-":
+		code, err = readStdin(lim)
+	default:
+		code, err = readFile(args[0], lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(code) == 0 {
+		return nil, errors.New("the program is empty")
+	}
+	return code, nil
+}
+
+// tooBig is the refusal of a program over the limit.
+func tooBig(lim programLimits) error {
+	return fmt.Errorf("the program is larger than %s, the most the policy accepts (limits.program_size)", policies.Size(lim.size))
+}
+
+// readBounded reads r to EOF, refusing more than lim.size bytes.
+func readBounded(r io.Reader, lim programLimits) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, lim.size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > lim.size {
+		return nil, tooBig(lim)
+	}
+	return b, nil
+}
+
+// readFile reads the program from path, a regular file.
+func readFile(path string, lim programLimits) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO without a writer would block here,
+	// before the check below could refuse it; a regular file ignores it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read program: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read program: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read program %s: not a regular file (%s); give a file, - for standard input, or -c CODE", path, kind(fi.Mode()))
+	}
+	b, err := readBounded(f, lim)
+	if err != nil {
+		return nil, fmt.Errorf("read program %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// readStdin reads the program from standard input, which must end within
+// lim.wait.
+func readStdin(lim programLimits) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := readBounded(os.Stdin, lim)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("read program from standard input: %w", r.err)
+		}
+		return r.b, nil
+	case <-time.After(lim.wait):
+		return nil, fmt.Errorf("read program from standard input: it did not end within %v, the run's timeout", lim.wait)
+	}
+}
+
+// kind names the type of a file that is not a regular one.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a regular file"
+}
