@@ -38,7 +38,9 @@ func TestWithLoopbackSockets(t *testing.T) {
 	if q.Name != "default+loopback" || q.SHA256 != p.SHA256 {
 		t.Errorf("variant %q (sha %s), want default+loopback with the profile's sha %s", q.Name, q.SHA256, p.SHA256)
 	}
-	if !slices.EqualFunc(p.plan, before, func(a, b rule) bool { return a.syscall == b.syscall && a.act == b.act && slices.Equal(a.conds, b.conds) }) {
+	if !slices.EqualFunc(p.plan, before, func(a, b rule) bool {
+		return a.syscall == b.syscall && a.act == b.act && slices.Equal(a.conds, b.conds)
+	}) {
 		t.Error("WithLoopbackSockets changed the profile it was called on")
 	}
 	if _, err := q.WithLoopbackSockets(); err == nil || !strings.Contains(err.Error(), "twice") {
