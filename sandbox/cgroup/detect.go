@@ -23,9 +23,9 @@ type Info struct {
 	// Sockets says how the run's socket buffers are bounded: "memory.max"
 	// (v2), "memory.kmem.tcp.limit_in_bytes" (v1); "" when they cannot be
 	// (SocketMemory is then in Missing).
-	Sockets string
-	Hint        string            // how to fix what's missing; empty when nothing is missing
-	Warnings    []string          // limits that are weaker than asked but still enforced (e.g. v1 without memsw); runs may start
+	Sockets  string
+	Hint     string   // how to fix what's missing; empty when nothing is missing
+	Warnings []string // limits that are weaker than asked but still enforced (e.g. v1 without memsw); runs may start
 }
 
 // SocketMemory is the entry of Info.Missing for a memory controller that
