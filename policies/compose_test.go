@@ -67,7 +67,7 @@ deny_events_remove = ["os.system"]
 	def, _ := Builtin("default")
 	// require comes out in check order, deny_builtins in the runner's
 	// order, the free-form lists sorted.
-	if want := []string{"namespaces", "seccomp", "landlock"}; !slices.Equal(p.Sandbox.Require, want) {
+	if want := []string{"namespaces", "seccomp", "landlock", "memfd_noexec"}; !slices.Equal(p.Sandbox.Require, want) {
 		t.Errorf("require = %v, want %v", p.Sandbox.Require, want)
 	}
 	if want := []string{"eval", "open"}; !slices.Equal(p.Allowlist.DenyBuiltins, want) {
@@ -83,7 +83,7 @@ deny_events_remove = ["os.system"]
 		t.Errorf("deny_events = %v", p.Allowlist.DenyEvents)
 	}
 	// Removing every entry leaves an empty list, not a missing one.
-	q, err := Parse("c.toml", []byte("extends = \"strict\"\n[sandbox]\nrequire_remove = [\"namespaces\", \"cgroups\", \"seccomp\"]\n"))
+	q, err := Parse("c.toml", []byte("extends = \"strict\"\n[sandbox]\nrequire_remove = [\"namespaces\", \"cgroups\", \"seccomp\", \"memfd_noexec\"]\n"))
 	if err != nil || q.Sandbox.Require == nil || len(q.Sandbox.Require) != 0 {
 		t.Errorf("require after removing all = %#v, %v", q.Sandbox.Require, err)
 	}

@@ -86,10 +86,13 @@ type Sandbox struct {
 	Require  []string // sandbox.require: protections without which the run is refused, from Requirements
 	Seccomp  string   // sandbox.seccomp: "none", a built-in profile name, or an absolute path to OCI seccomp JSON
 	Landlock bool     // sandbox.landlock: add a Landlock ruleset when the kernel has it
+	// sandbox.loopback_sockets: allow AF_INET and AF_INET6 sockets (the
+	// built-in seccomp profile's loopback variant)
+	LoopbackSockets bool
 }
 
 // Requirements are the protections a policy can require, in check order.
-var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock"}
+var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock", "memfd_noexec"}
 
 // Requires reports whether the policy lists req in sandbox.require.
 func (p *Policy) Requires(req string) bool { return slices.Contains(p.Sandbox.Require, req) }

@@ -23,7 +23,7 @@ func TestBuiltins(t *testing.T) {
 		CPUTime: Duration{30 * time.Second}, OpenFiles: 1024, FileSize: 64 * mib, Stack: 8 * mib, ProgramSize: mib}
 	datasciLimits := Limits{Timeout: Duration{60 * time.Second}, OutputLimit: mib, Memory: gib, Pids: 64, CPUs: 1,
 		CPUTime: Duration{60 * time.Second}, OpenFiles: 1024, FileSize: 256 * mib, Stack: 8 * mib, ProgramSize: mib}
-	all := []string{"namespaces", "cgroups", "seccomp"}
+	all := []string{"namespaces", "cgroups", "seccomp", "memfd_noexec"}
 	tests := []struct {
 		name                  string
 		root                  string
@@ -35,13 +35,13 @@ func TestBuiltins(t *testing.T) {
 		storeCode             bool
 		descriptionMentioning string
 	}{
-		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true}, map[string]string{"MPLBACKEND": "Agg"},
+		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg"},
 			Allowlist{pyrunner.DatasciAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false}, false, "pandas"},
-		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true}, map[string]string{},
+		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true, false}, map[string]string{},
 			Allowlist{pyrunner.DefaultAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false}, false, "limits"},
-		{"permissive", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true}, map[string]string{},
+		{"permissive", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true, false}, map[string]string{},
 			Allowlist{[]string{"*"}, []string{}, []string{}, false}, false, "isolation"},
-		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true}, map[string]string{},
+		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true, false}, map[string]string{},
 			Allowlist{pyrunner.StrictAllow, pyrunner.StrictDenyBuiltins, pyrunner.StrictDenyEvents, true}, true, "untrusted agent code"},
 	}
 	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict"}; !slices.Equal(got, want) {

@@ -217,6 +217,18 @@ var schema = []Key{
 		check: checkLandlock,
 	},
 	{
+		Name: "sandbox.loopback_sockets", Example: `false`,
+		Doc: "Let the program create `AF_INET` and `AF_INET6` sockets, for servers and clients on the " +
+			"sandbox's own loopback (a test server, a multiprocessing manager over TCP); the network namespace " +
+			"has no other interface, so they reach nothing outside. `false`: the built-in seccomp profile " +
+			"refuses them with `EPERM`, and `AF_UNIX` sockets work. `true` selects the profile's loopback " +
+			"variant (`default+loopback`); socket buffers then count against `limits.memory` (on cgroup v1, " +
+			"an eighth of it is set aside for them in `memory.kmem.tcp.limit_in_bytes`). `true` needs a " +
+			"built-in profile or `\"none\"` in `sandbox.seccomp`: a profile of your own decides for itself.",
+		field: func(p *Policy) any { return &p.Sandbox.LoopbackSockets },
+		check: checkLoopbackSockets,
+	},
+	{
 		Name: "allowlist.imports", Required: true, Example: `["math", "json"]`,
 		Doc: "Top-level modules the program may import, or `[\"*\"]` alone for every module. Imports made " +
 			"inside an allowed module are not checked. The Python layer (`sandbox/pyrunner`) checks the " +

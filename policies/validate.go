@@ -114,6 +114,22 @@ func checkSeccomp(k *Key, p *Policy, at reporter) error {
 	if sc == "none" && p.Requires("seccomp") {
 		return at(k.Name, `"none" contradicts sandbox.require, which lists "seccomp" (allowed: a profile, or drop "seccomp" from require)`)
 	}
+	// Only the built-in profiles are known to refuse memfd_create (their
+	// tests prove it); nsbox does not analyse a profile of your own.
+	if !slices.Contains(seccompprofiles.Names(), sc) && p.Requires("memfd_noexec") {
+		return at(k.Name, `%q contradicts sandbox.require, which lists "memfd_noexec" (allowed: a built-in profile (%s), which refuses memfd_create, or drop "memfd_noexec" from require)`,
+			sc, strings.Join(seccompprofiles.Names(), ", "))
+	}
+	return nil
+}
+
+// checkLoopbackSockets: true only with a built-in seccomp profile (which
+// has a loopback variant) or none (which refuses no socket anyway).
+func checkLoopbackSockets(k *Key, p *Policy, at reporter) error {
+	sc := p.Sandbox.Seccomp
+	if p.Sandbox.LoopbackSockets && sc != "none" && !slices.Contains(seccompprofiles.Names(), sc) {
+		return at(k.Name, `true needs a built-in seccomp profile or "none" in sandbox.seccomp, not %q: a profile of your own allows the sockets it names (allowed: false, or allow AF_INET and AF_INET6 in the profile)`, sc)
+	}
 	return nil
 }
 

@@ -69,7 +69,7 @@ type Filter struct {
 	// "SCMP_ARCH_X86_64".
 	Arch string
 	// ProfileSHA256 is the hex SHA-256 of the NAME.json the filter was
-	// compiled from. The caller compares it with Read's bytes: a
+	// compiled from (for a loopback variant, its profile's). The caller compares it with Read's bytes: a
 	// difference means the binary was built from an edited profile
 	// without `go generate`.
 	ProfileSHA256 string
@@ -84,9 +84,12 @@ type golden struct {
 	file, arch, profileSHA256 string
 }
 
-// Compiled returns the built-in profile name compiled for the architecture
-// this binary was built for. ok is false when there is none: name is not a
-// built-in profile, or nobody generated the goldens on this architecture.
+// Compiled returns the built-in filter name compiled for the architecture
+// this binary was built for: a profile ("default") or its loopback variant
+// ("default+loopback", the profile with AF_INET and AF_INET6 sockets
+// allowed; see sandbox/seccomp.LoopbackSuffix). ok is false when there is
+// none: name is not a built-in filter, or nobody generated the goldens on
+// this architecture.
 func Compiled(name string) (f Filter, ok bool) {
 	g, ok := goldens[name]
 	if !ok {

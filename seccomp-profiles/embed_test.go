@@ -41,7 +41,12 @@ func TestCompiled(t *testing.T) {
 		// gen's TestGoldens fails on such an architecture.
 		t.Skipf("no goldens for %s", runtime.GOARCH)
 	}
+	var filters []string
 	for _, name := range Names() {
+		// Each profile and its loopback variant (sandbox/seccomp.LoopbackSuffix).
+		filters = append(filters, name, name+"+loopback")
+	}
+	for _, name := range filters {
 		f, ok := Compiled(name)
 		if !ok {
 			t.Errorf("Compiled(%q): no golden", name)
@@ -55,8 +60,8 @@ func TestCompiled(t *testing.T) {
 			t.Errorf("Compiled(%q): the caller's change reached the next call", name)
 		}
 	}
-	if len(goldens) != len(Names()) {
-		t.Errorf("%d goldens for %d profiles", len(goldens), len(Names()))
+	if len(goldens) != len(filters) {
+		t.Errorf("%d goldens for %d filters (%d profiles)", len(goldens), len(filters), len(Names()))
 	}
 	for _, name := range []string{"", "missing", "default.json"} {
 		if _, ok := Compiled(name); ok {

@@ -6,11 +6,14 @@ import "embed"
 
 // goldenFiles holds the built-in profiles compiled for amd64.
 //
-//go:embed default.amd64.bpf strict.amd64.bpf
+//go:embed default.amd64.bpf default+loopback.amd64.bpf strict.amd64.bpf strict+loopback.amd64.bpf
 var goldenFiles embed.FS
 
-// goldens describes each file of goldenFiles, by profile name.
+// goldens describes each file of goldenFiles, by filter name (a profile,
+// or its loopback variant).
 var goldens = map[string]golden{
-	"default": {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a9450cfb0006f202c2439d034a6a1108f3f21581df63904462468118aede974c"},
-	"strict":  {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "de9b711566bf3c716332d9b7ee1d69654a6c77f647254846f2e9ca837ee88fa2"},
+	"default":          {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "3590aadc22344608f421366663201999ee4165584362d9b26d5de32df5d4f7f5"},
+	"default+loopback": {file: "default+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "3590aadc22344608f421366663201999ee4165584362d9b26d5de32df5d4f7f5"},
+	"strict":           {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "ff1b7c31ed605982db94435b23a415b63a0be980629738889cdc73f9839d66f4"},
+	"strict+loopback":  {file: "strict+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "ff1b7c31ed605982db94435b23a415b63a0be980629738889cdc73f9839d66f4"},
 }

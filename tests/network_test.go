@@ -11,8 +11,8 @@ import (
 )
 
 // TestNoNetwork opens a listener on the host's 127.0.0.1 and has the
-// program connect to it: the connect fails inside, and the listener sees
-// no connection.
+// program connect to it, from a run that may make TCP sockets: the connect
+// fails inside, and the listener sees no connection.
 func TestNoNetwork(t *testing.T) {
 	needRoot(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,7 +41,11 @@ except OSError as e:
 ifs = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
 print("IFACES", ifs)
 `
-	o := runPy(t, "default", code)
+	// With loopback sockets, so that the connect is tried at all: the
+	// built-in profiles refuse AF_INET sockets otherwise
+	// (TestSocketFamiliesRefused). What stops it here is the network
+	// namespace.
+	o := runPy(t, loopbackPolicy(t, ""), code)
 	o.wantStatus(t, result.StatusOK)
 	if !strings.Contains(o.res.Stdout, "FAILED") {
 		t.Errorf("connect to the host listener from inside: %s", o.res.Stdout)

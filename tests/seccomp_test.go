@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -165,7 +168,8 @@ func TestSeccompDeniesDangerousSyscalls(t *testing.T) {
 // default.json and Landlock: threads (clone3 falls back to clone),
 // multiprocessing with fork, asyncio, sqlite3, an ssl context, hashlib,
 // zlib, decimal, tempfile in /tmp, mmap, and numpy when the interpreter
-// has it.
+// has it. asyncio and sockets go over AF_UNIX; TCP on loopback is refused,
+// and works with loopback_sockets (default+loopback).
 func TestWorkloadsUnderDefaultProfile(t *testing.T) {
 	needRoot(t)
 	code := `
@@ -175,9 +179,15 @@ t = threading.Thread(target=lambda: done.__setitem__("thread", True)); t.start()
 with multiprocessing.get_context("fork").Pool(2) as p:
     done["pool"] = p.map(abs, [-1, -2, -3]) == [1, 2, 3]
 q = multiprocessing.get_context("fork").Queue(); pr = multiprocessing.get_context("fork").Process(target=q.put, args=(7,)); pr.start(); done["process"] = q.get(timeout=10) == 7; pr.join()
+TCP = __TCP__
 async def main():
-    srv = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
-    r, w = await asyncio.open_connection(*srv.sockets[0].getsockname())
+    if TCP:
+        srv = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        r, w = await asyncio.open_connection(*srv.sockets[0].getsockname())
+    else:
+        path = tempfile.mktemp(dir="/tmp")
+        srv = await asyncio.start_unix_server(lambda r, w: w.close(), path)
+        r, w = await asyncio.open_unix_connection(path)
     w.close()
     srv.close()
     return True
@@ -191,7 +201,10 @@ with tempfile.NamedTemporaryFile(dir="/tmp") as f:
     f.write(b"x" * 4096); f.flush()
     m = mmap.mmap(f.fileno(), 4096); done["mmap"] = m[:1] == b"x"; m.close()
 a, b = socket.socketpair(); a.send(b"p"); done["socketpair"] = b.recv(1) == b"p"
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); c = socket.create_connection(s.getsockname()); done["loopback tcp"] = s.accept()[0] is not None
+try:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); c = socket.create_connection(s.getsockname()); done["loopback tcp"] = s.accept()[0] is not None
+except PermissionError:
+    done["loopback tcp"] = not TCP
 done["select"] = select.epoll() is not None
 done["devnull"] = open(os.devnull, "w").write("x") == 1
 try:
@@ -202,18 +215,34 @@ except ImportError:
     pass
 print(json.dumps(done))
 `
-	o := runPy(t, "default", code)
-	o.wantStatus(t, result.StatusOK)
-	var done map[string]bool
-	if err := json.Unmarshal([]byte(o.res.Stdout), &done); err != nil {
-		t.Fatalf("output %q: %v", o.res.Stdout, err)
+	// default's OS layer with loopback sockets.
+	src, err := os.ReadFile(osOnly(t, "default"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, k := range []string{"thread", "pool", "process", "asyncio", "sqlite", "ssl", "hashlib", "zlib", "decimal", "mmap", "socketpair", "loopback tcp", "select", "devnull"} {
-		if !done[k] {
-			t.Errorf("%s failed under the default profile: %v", k, done)
-		}
+	loopback := filepath.Join(t.TempDir(), "default-os-only-loopback.toml")
+	if err := os.WriteFile(loopback, bytes.Replace(src, []byte("loopback_sockets = false"), []byte("loopback_sockets = true"), 1), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if o.res.Sandbox == nil || o.res.Sandbox.LandlockABI == 0 {
-		t.Errorf("want Landlock active: %+v", o.res.Sandbox)
+	for _, tc := range []struct{ policy, filter, tcp string }{
+		{osOnly(t, "default"), "default", "False"},
+		{loopback, "default+loopback", "True"},
+	} {
+		t.Run(tc.filter, func(t *testing.T) {
+			o := runPy(t, tc.policy, strings.Replace(code, "__TCP__", tc.tcp, 1))
+			o.wantStatus(t, result.StatusOK)
+			var done map[string]bool
+			if err := json.Unmarshal([]byte(o.res.Stdout), &done); err != nil {
+				t.Fatalf("output %q: %v", o.res.Stdout, err)
+			}
+			for _, k := range []string{"thread", "pool", "process", "asyncio", "sqlite", "ssl", "hashlib", "zlib", "decimal", "mmap", "socketpair", "loopback tcp", "select", "devnull"} {
+				if !done[k] {
+					t.Errorf("%s failed under %s: %v", k, tc.filter, done)
+				}
+			}
+			if o.res.Sandbox == nil || o.res.Sandbox.LandlockABI == 0 || o.res.Sandbox.Seccomp != tc.filter {
+				t.Errorf("want Landlock active and filter %s: %+v", tc.filter, o.res.Sandbox)
+			}
+		})
 	}
 }

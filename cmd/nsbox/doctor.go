@@ -27,20 +27,22 @@ func doctorCommand() *cli.Command {
 		Usage: "report what this host can enforce, and how to fix what it cannot",
 		Description: "Probes this host the way a run uses it: short-lived children in new user, mount, PID, network,\n" +
 			"IPC, UTS and cgroup namespaces, a detached read-only mount attached in one of them, a procfs with\n" +
-			"subset=pid, the cgroup controllers, seccomp, the Landlock ABI and, on cgroup v2, a child cloned\n" +
-			"straight into a temporary cgroup. It changes nothing on the host and removes what it creates.\n" +
-			"It prints one line per feature (ok or MISSING, what was found, the first Linux version with it,\n" +
-			"the requirement it belongs to) and how to fix what is missing.\n" +
+			"subset=pid, the cgroup controllers and their accounting of socket buffers, seccomp, the Landlock ABI,\n" +
+			"what keeps a program from executing a file it makes in memory (memfd noexec) and, on cgroup v2, a\n" +
+			"child cloned straight into a temporary cgroup. It changes nothing on the host and removes what it\n" +
+			"creates. It prints one line per feature (ok or MISSING, what was found, the first Linux version\n" +
+			"with it, the requirement it belongs to) and how to fix what is missing.\n" +
 			"\n" +
 			"Exit status: 0 when every requirement of the policy (its sandbox.require) can be enforced here,\n" +
 			"1 when one cannot (nsbox run refuses that policy on this host), 125 when doctor itself failed.\n" +
 			"\n" +
 			"--json prints one object: kernel (uname release); checks, a list of {name, group, ok, detail,\n" +
 			"min_kernel, hint} where group is the requirement the check belongs to (\"namespaces\", \"cgroups\",\n" +
-			"\"seccomp\", \"landlock\", or \"\" when informational) and hint is how to fix it (\"\" when ok); notes,\n" +
-			"protections that work but weaker than asked; policy; requires, the policy's requirements; missing,\n" +
-			"those this host cannot enforce; ok, true when missing is empty. When doctor itself fails (a bad\n" +
-			"policy, exit 125) --json still prints one object: {policy, ok: false, error}.",
+			"\"seccomp\", \"landlock\", \"memfd_noexec\", or \"\" when informational) and hint is how to fix it\n" +
+			"(\"\" when ok); notes, protections that work but weaker than asked; policy; requires, the policy's\n" +
+			"requirements; missing, those this host cannot enforce; ok, true when missing is empty. When\n" +
+			"doctor itself fails (a bad policy, exit 125) --json still prints one object: {policy, ok: false,\n" +
+			"error}.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "strict",
 				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file whose requirements are checked"},

@@ -200,7 +200,7 @@ func TestStrictRequirements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := policyRequirements(pol), []string{"namespaces", "cgroups", "seccomp"}; !slices.Equal(got, want) {
+	if got, want := policyRequirements(pol), []string{"namespaces", "cgroups", "seccomp", "memfd_noexec"}; !slices.Equal(got, want) {
 		t.Errorf("strict requires %v, want %v", got, want)
 	}
 }

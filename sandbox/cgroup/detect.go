@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,10 +19,29 @@ import (
 type Info struct {
 	Version     int               // 1 (v1 or hybrid) or 2 (unified)
 	Controllers map[string]string // usable needed controller -> where (v1: its mount path; v2: the root path); on v1 also "cpuacct" when usable
-	Missing     []string          // needed controllers not usable: from "memory", "pids", "cpu", plus "freezer" on v1 (needed to kill reliably)
-	Hint        string            // how to fix what's missing; empty when nothing is missing
-	Warnings    []string          // limits that are weaker than asked but still enforced (e.g. v1 without memsw); runs may start
+	Missing     []string          // needed controllers not usable: from "memory", "pids", "cpu", plus "freezer" on v1 (needed to kill reliably), and SocketMemory
+	// Sockets says how the run's socket buffers are bounded: "memory.max"
+	// (v2), "memory.kmem.tcp.limit_in_bytes" (v1); "" when they cannot be
+	// (SocketMemory is then in Missing).
+	Sockets  string
+	Hint     string   // how to fix what's missing; empty when nothing is missing
+	Warnings []string // limits that are weaker than asked but still enforced (e.g. v1 without memsw); runs may start
 }
+
+// SocketMemory is the entry of Info.Missing for a memory controller that
+// cannot count socket buffers against a run's limit: v1 without
+// memory.kmem.tcp (a kernel built without it), or v2 booted with
+// cgroup.memory=nosocket. A run's TCP buffers would then come out of the
+// host-wide net.ipv4.tcp_mem, outside its memory limit.
+const SocketMemory = "socket memory"
+
+// Fixes for SocketMemory.
+const (
+	hintV1NoTCP = "this kernel's cgroup v1 memory controller has no " + tcpLimitFile + ": boot with cgroup v2 " +
+		"(systemd.unified_cgroup_hierarchy=1), which charges socket buffers to memory.max"
+	hintV2NoSocket = "remove nosocket from cgroup.memory= on the kernel command line: with it, cgroup v2 does not charge " +
+		"socket buffers to memory.max"
+)
 
 // neededV1 and neededV2 are the controllers without which a run is not
 // confined. On v1 the freezer is needed too: without it a forking program
@@ -51,6 +71,9 @@ type host struct {
 	rmdir func(dir string) error
 	// killTimeout bounds Kill (and so Destroy and Sweep).
 	killTimeout time.Duration
+	// cmdline is the kernel command line file, read for
+	// cgroup.memory=nosocket on v2: /proc/cmdline ("" too).
+	cmdline string
 }
 
 // defaultKillTimeout bounds how long Kill keeps killing: a cgroup that is
@@ -148,6 +171,14 @@ func (h *host) infoV1() (Info, error) {
 		}
 		info.Controllers[ctrl] = mnt
 	}
+	if mnt, ok := info.Controllers["memory"]; ok {
+		if _, err := os.Stat(filepath.Join(mnt, tcpLimitFile)); err == nil {
+			info.Sockets = tcpLimitFile
+		} else {
+			info.Missing = append(info.Missing, SocketMemory)
+			addHint(hintV1NoTCP)
+		}
+	}
 	if mnt, ok := info.Controllers["memory"]; ok && !hasMemsw(mnt) {
 		info.Warnings = append(info.Warnings, "no memory.memsw.* (swap accounting off, swapaccount=0): "+
 			"swap is kept out with memory.swappiness=0 instead of a memory+swap limit (swapaccount=1 on the kernel command line restores it)")
@@ -200,6 +231,16 @@ func (h *host) infoV2() (Info, error) {
 	if notDelegated {
 		hints = append(hints, fmt.Sprintf(hintV2NotDelegated, root))
 	}
+	nosocket, err := h.noSocketAccounting()
+	if err != nil {
+		return Info{}, err
+	}
+	if nosocket {
+		info.Missing = append(info.Missing, SocketMemory)
+		hints = append(hints, hintV2NoSocket)
+	} else {
+		info.Sockets = "memory.max"
+	}
 	if ro && len(info.Missing) > 0 {
 		hints = append(hints, hintReadOnly)
 	}
@@ -208,6 +249,30 @@ func (h *host) infoV2() (Info, error) {
 	}
 	info.Hint = strings.Join(hints, "; ")
 	return info, nil
+}
+
+// noSocketAccounting reports whether the kernel was booted with
+// cgroup.memory=nosocket (a comma-separated list: "nokmem,nosocket" too),
+// which on v2 keeps socket buffers out of every memory cgroup
+// (mm/memcontrol.c, cgroup_memory_nosocket).
+func (h *host) noSocketAccounting() (bool, error) {
+	path := h.cmdline
+	if path == "" {
+		path = "/proc/cmdline"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("cgroup: read the kernel command line: %w", err)
+	}
+	for _, arg := range strings.Fields(string(b)) {
+		if arg == "--" {
+			break // the rest is for init
+		}
+		if v, ok := strings.CutPrefix(arg, "cgroup.memory="); ok && slices.Contains(strings.Split(v, ","), "nosocket") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // internalProcesses reports whether controllers cannot be enabled below the

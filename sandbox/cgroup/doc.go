@@ -37,5 +37,16 @@
 // controller is missing: a run without its limits is not started), and adds
 // what those managers do not do: exclusive creation (a leftover cgroup of the
 // same name is never adopted), delegating the controllers to the parent on
-// v2, killing until the cgroup is empty, and sweeping leftovers.
+// v2, the v1 limit of socket buffers (memory.kmem.tcp, which the v1 manager
+// no longer writes and without which the kernel charges them to the host),
+// killing until the cgroup is empty, and sweeping leftovers.
+//
+// # Socket buffers
+//
+// The memory limit covers the run's socket buffers on both versions. v2
+// charges them to memory.max (unless booted with cgroup.memory=nosocket,
+// which Detect reports as missing). v1 charges them to a counter of their
+// own, memory.kmem.tcp, from its first limit on: New writes
+// Limits.SocketBytes there and MemoryBytes-SocketBytes to
+// memory.limit_in_bytes, so the two stay within MemoryBytes.
 package cgroup

@@ -11,7 +11,16 @@ import (
 // Limits are the effective resource limits of one run. Every field must be
 // set: a run is never started with a limit silently left open.
 type Limits struct {
-	MemoryBytes int64   // memory limit; swap is off (v1: memsw == memory when memsw exists; v2: memory.swap.max = 0)
+	MemoryBytes int64 // memory limit, socket buffers included; swap is off (v1: memsw == memory when memsw exists; v2: memory.swap.max = 0)
+	// SocketBytes is the part of MemoryBytes that socket buffers may take
+	// on cgroup v1, whose memory controller charges them to a counter of
+	// their own, memory.kmem.tcp, and only once its limit is set (else to
+	// the host-wide net.ipv4.tcp_mem, outside any run's limit). The v1
+	// memory limit is then MemoryBytes-SocketBytes, so the two together
+	// stay within MemoryBytes. 0 means no socket buffers at all (a run
+	// whose seccomp filter refuses TCP and UDP sockets). Ignored on v2,
+	// which charges socket buffers to memory.max with everything else.
+	SocketBytes int64
 	Pids        int64   // pids.max: processes and threads together
 	CPUs        float64 // CPU quota in CPUs (1.0 = one CPU: quota 100000us per 100000us period)
 }
@@ -32,6 +41,9 @@ func (l Limits) validate() error {
 	if l.MemoryBytes <= 0 {
 		return fmt.Errorf("cgroup: memory limit %d bytes: must be positive", l.MemoryBytes)
 	}
+	if l.SocketBytes < 0 || l.SocketBytes > l.MemoryBytes/2 {
+		return fmt.Errorf("cgroup: socket memory %d bytes: must be between 0 and half the memory limit (%d bytes)", l.SocketBytes, l.MemoryBytes)
+	}
 	if l.Pids <= 0 {
 		return fmt.Errorf("cgroup: pids limit %d: must be positive", l.Pids)
 	}
@@ -45,7 +57,8 @@ func (l Limits) validate() error {
 // cpuQuota is the CFS quota in microseconds per cpuPeriod.
 func (l Limits) cpuQuota() int64 { return int64(math.Round(l.CPUs * cpuPeriod)) }
 
-// resources converts l into the library's Resources. Both managers take
+// resources converts l into the library's Resources, with memory as the
+// memory limit (MemoryBytes on v2, less SocketBytes on v1). Both managers take
 // MemorySwap as memory+swap (the v1 meaning): equal to Memory means "no
 // swap", which fs writes to memory.memsw.limit_in_bytes and fs2 converts to
 // memory.swap.max = 0 (ignored when the kernel has no swap accounting).
@@ -54,10 +67,10 @@ func (l Limits) cpuQuota() int64 { return int64(math.Round(l.CPUs * cpuPeriod)) 
 // writing MemorySwap there would fail, so swap is instead kept out with
 // memory.swappiness = 0, which for a v1 memory cgroup's own reclaim (the one
 // its limit triggers) disables swapping entirely.
-func (l Limits) resources(memsw bool) *cgroups.Resources {
+func (l Limits) resources(memory int64, memsw bool) *cgroups.Resources {
 	pids := l.Pids
 	r := &cgroups.Resources{
-		Memory:    l.MemoryBytes,
+		Memory:    memory,
 		PidsLimit: &pids,
 		CpuQuota:  l.cpuQuota(),
 		CpuPeriod: cpuPeriod,
@@ -66,7 +79,7 @@ func (l Limits) resources(memsw bool) *cgroups.Resources {
 		SkipDevices: true,
 	}
 	if memsw {
-		r.MemorySwap = l.MemoryBytes
+		r.MemorySwap = memory
 	} else {
 		var zero uint64
 		r.MemorySwappiness = &zero

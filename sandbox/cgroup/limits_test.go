@@ -32,9 +32,23 @@ func TestLimitsValidate(t *testing.T) {
 	}
 }
 
+// TestLimitsSocketBytes: the socket share is part of the memory limit, so
+// at most half of it, and never negative.
+func TestLimitsSocketBytes(t *testing.T) {
+	for _, tc := range []struct {
+		socket int64
+		ok     bool
+	}{{0, true}, {8 << 20, true}, {32 << 20, true}, {32<<20 + 1, false}, {-1, false}} {
+		err := Limits{MemoryBytes: 64 << 20, SocketBytes: tc.socket, Pids: 1, CPUs: 1}.validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("SocketBytes %d of 64MiB: %v, want ok=%v", tc.socket, err, tc.ok)
+		}
+	}
+}
+
 func TestLimitsResources(t *testing.T) {
 	l := Limits{MemoryBytes: 32 << 20, Pids: 10, CPUs: 0.5}
-	r := l.resources(true)
+	r := l.resources(l.MemoryBytes, true)
 	if r.Memory != 32<<20 || r.MemorySwap != 32<<20 || r.MemorySwappiness != nil {
 		t.Errorf("memsw host: memory %d, swap %d, swappiness %v; want swap == memory", r.Memory, r.MemorySwap, r.MemorySwappiness)
 	}
@@ -43,7 +57,7 @@ func TestLimitsResources(t *testing.T) {
 	}
 	// Without memsw: no memory+swap limit (the write would fail), but
 	// swappiness 0.
-	r = l.resources(false)
+	r = l.resources(l.MemoryBytes, false)
 	if r.MemorySwap != 0 || r.MemorySwappiness == nil || *r.MemorySwappiness != 0 {
 		t.Errorf("no-memsw host: swap %d, swappiness %v; want 0 and 0", r.MemorySwap, r.MemorySwappiness)
 	}
@@ -80,6 +94,7 @@ func TestV1InfoMissingFreezer(t *testing.T) {
 	h := &host{version: 1, v1: map[string]string{
 		"memory": t.TempDir(), "pids": t.TempDir(), "cpu": t.TempDir(), "cpuacct": t.TempDir(),
 	}}
+	writeFiles(t, h.v1["memory"], map[string]string{tcpLimitFile: "9223372036854771712\n"})
 	info, err := h.info()
 	if err != nil {
 		t.Fatal(err)
@@ -98,5 +113,27 @@ func TestV1InfoMissingFreezer(t *testing.T) {
 	}
 	if _, err := h.create("nsbox-test", "run1", Limits{MemoryBytes: 1 << 20, Pids: 1, CPUs: 1}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("create without a freezer: %v, want ErrUnavailable", err)
+	}
+	if info.Sockets != tcpLimitFile {
+		t.Errorf("Sockets = %q, want %q", info.Sockets, tcpLimitFile)
+	}
+}
+
+// TestV1InfoNoTCPAccounting: a v1 memory controller without
+// memory.kmem.tcp cannot keep socket buffers within a run's limit, so runs
+// are refused (fail closed) with a fix.
+func TestV1InfoNoTCPAccounting(t *testing.T) {
+	h := &host{version: 1, v1: map[string]string{
+		"memory": t.TempDir(), "pids": t.TempDir(), "cpu": t.TempDir(), "cpuacct": t.TempDir(), "freezer": t.TempDir(),
+	}}
+	info, err := h.info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.Missing, []string{SocketMemory}) || info.Sockets != "" || !strings.Contains(info.Hint, "cgroup v2") {
+		t.Errorf("info = %+v; want socket memory missing, with a hint", info)
+	}
+	if _, err := h.create("nsbox-test", "run1", Limits{MemoryBytes: 1 << 20, Pids: 1, CPUs: 1}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("create without memory.kmem.tcp: %v, want ErrUnavailable", err)
 	}
 }

@@ -127,7 +127,7 @@ func TestRealDetect(t *testing.T) {
 func TestRealNewSetsLimits(t *testing.T) {
 	h := realHost(t)
 	parent := testParent(t, h)
-	c := newReal(t, h, parent, "limits", Limits{MemoryBytes: 32 << 20, Pids: 10, CPUs: 0.5})
+	c := newReal(t, h, parent, "limits", Limits{MemoryBytes: 32 << 20, SocketBytes: 4 << 20, Pids: 10, CPUs: 0.5})
 	paths := c.Paths()
 	want := map[string]string{}
 	if h.version == 1 {
@@ -136,9 +136,11 @@ func TestRealNewSetsLimits(t *testing.T) {
 				t.Errorf("Paths()[%s] = %q: %v", ctrl, paths[ctrl], err)
 			}
 		}
-		want[filepath.Join(paths["memory"], "memory.limit_in_bytes")] = "33554432"
+		// v1: the socket buffers' share comes off the memory limit.
+		want[filepath.Join(paths["memory"], "memory.limit_in_bytes")] = "29360128"
+		want[filepath.Join(paths["memory"], tcpLimitFile)] = "4194304"
 		if hasMemsw(h.v1["memory"]) {
-			want[filepath.Join(paths["memory"], "memory.memsw.limit_in_bytes")] = "33554432"
+			want[filepath.Join(paths["memory"], "memory.memsw.limit_in_bytes")] = "29360128"
 		} else {
 			want[filepath.Join(paths["memory"], "memory.swappiness")] = "0"
 		}
@@ -164,6 +166,22 @@ func TestRealNewSetsLimits(t *testing.T) {
 	for path, w := range want {
 		if got := readFile(t, path); got != w {
 			t.Errorf("%s = %q, want %q", path, got, w)
+		}
+	}
+}
+
+// TestRealNoSocketBuffers: SocketBytes 0, what a run whose filter refuses
+// TCP and UDP sockets gets, is a limit the v1 kernel takes: no socket
+// buffers at all, and the whole memory limit for the rest.
+func TestRealNoSocketBuffers(t *testing.T) {
+	h := realHost(t)
+	if h.version != 1 {
+		t.Skip("memory.kmem.tcp is v1's")
+	}
+	c := newReal(t, h, testParent(t, h), "nosockets", Limits{MemoryBytes: 32 << 20, Pids: 10, CPUs: 0.5})
+	for file, want := range map[string]string{tcpLimitFile: "0", "memory.limit_in_bytes": "33554432"} {
+		if got := readFile(t, filepath.Join(c.Paths()["memory"], file)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
 		}
 	}
 }

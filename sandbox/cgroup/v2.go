@@ -66,7 +66,11 @@ func (h *host) createV2(parent, name string, l Limits) (_ *Cgroup, err error) {
 	}
 
 	// memory.swap.max = 0, memory.max, pids.max, cpu.max "quota period".
-	res := l.resources(true)
+	// memory.max covers socket buffers: on v2 the kernel charges them to
+	// the socket's memory cgroup like any other memory (mm/memcontrol.c,
+	// mem_cgroup_charge_skmem; "sock" in memory.stat), unless it was
+	// booted with cgroup.memory=nosocket, which Detect refuses.
+	res := l.resources(l.MemoryBytes, true)
 	c.v2, err = fs2.NewManager(&cgroups.Cgroup{Resources: res}, dir)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: v2 manager for %s: %w", dir, err)

@@ -20,8 +20,17 @@ import (
 // so a fake cgroup.procs can list it without risk.
 const impossiblePid = "4194305"
 
-var testLimits = Limits{MemoryBytes: 64 << 20, Pids: 20, CPUs: 1.5}
+var testLimits = Limits{MemoryBytes: 64 << 20, SocketBytes: 8 << 20, Pids: 20, CPUs: 1.5}
 
+// TestV2NewWritesLimits checks what nsbox writes on v2. memory.max is the
+// whole memory limit, SocketBytes not taken off it, and nothing is written
+// for sockets: v2 charges socket buffers to memory.max itself
+// (mm/memcontrol.c: mem_cgroup_sk_alloc attaches every new socket to the
+// creating task's memory cgroup unless cgroup.memory=nosocket, and
+// mem_cgroup_charge_skmem charges its buffers with try_charge, the same
+// counter as the rest of the run's memory; Documentation/admin-guide/
+// cgroup-v2.rst lists "TCP socket buffers" among what the memory
+// controller tracks).
 func TestV2NewWritesLimits(t *testing.T) {
 	h := fakeV2(t, "cpuset cpu io memory hugetlb pids rdma misc", fakeOpts{})
 	c, err := h.create("nsbox-test/nested", "run1", testLimits)
@@ -46,6 +55,10 @@ func TestV2NewWritesLimits(t *testing.T) {
 		if want := []string{"+memory", "+pids", "+cpu"}; !slices.Equal(got, want) {
 			t.Errorf("%s/cgroup.subtree_control = %q, want %q", d, got, want)
 		}
+	}
+	// No v1 socket file, on v2 or not.
+	if _, err := os.Stat(filepath.Join(dir, tcpLimitFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s written on v2: %v", tcpLimitFile, err)
 	}
 	// The leaf holds processes, so it must not delegate anything.
 	if got := readFile(t, filepath.Join(dir, "cgroup.subtree_control")); got != "" {
@@ -128,6 +141,36 @@ func TestV2DetectMissingControllers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.v2root, "nsbox-test")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("create made the parent although it refused: %v", err)
+	}
+}
+
+// TestV2DetectNoSocket: a kernel booted with cgroup.memory=nosocket does
+// not charge socket buffers to memory.max, so runs are refused; any other
+// command line leaves them charged.
+func TestV2DetectNoSocket(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline string
+		refused bool
+	}{
+		{"console=ttyS0 quiet\n", false},
+		{"cgroup.memory=nokmem\n", false},
+		{"cgroup.memory=nokmem,nosocket quiet\n", true},
+		{"cgroup.memory=nosocket\n", true},
+		{"quiet -- cgroup.memory=nosocket\n", false}, // after "--": init's, not the kernel's
+	} {
+		h := fakeV2(t, "cpu memory pids", fakeOpts{})
+		h.cmdline = filepath.Join(t.TempDir(), "cmdline")
+		writeFiles(t, filepath.Dir(h.cmdline), map[string]string{"cmdline": tc.cmdline})
+		info, err := h.info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused := slices.Contains(info.Missing, SocketMemory); refused != tc.refused || refused == (info.Sockets != "") {
+			t.Errorf("%q: Missing %q, Sockets %q; want socket memory refused=%v", tc.cmdline, info.Missing, info.Sockets, tc.refused)
+		}
+		if tc.refused && !strings.Contains(info.Hint, "nosocket") {
+			t.Errorf("%q: hint %q does not name nosocket", tc.cmdline, info.Hint)
+		}
 	}
 }
 

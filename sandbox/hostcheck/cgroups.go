@@ -37,14 +37,31 @@ func cgroupChecks(info cgroup.Info, err error) []Check {
 		checks = append(checks, controllerCheck(info, ctl.name, ctl.minKernel))
 	}
 	for _, name := range info.Missing {
-		known := slices.ContainsFunc(cgroupControllers[info.Version], func(ctl controller) bool {
+		known := name == cgroup.SocketMemory || slices.ContainsFunc(cgroupControllers[info.Version], func(ctl controller) bool {
 			return ctl.name == name
 		})
 		if !known {
 			checks = append(checks, controllerCheck(info, name, ""))
 		}
 	}
-	return checks
+	return append(checks, socketMemoryCheck(info))
+}
+
+// socketMemoryCheck says whether the run's socket buffers count against its
+// memory limit: on v1 through memory.kmem.tcp.limit_in_bytes (Linux 3.3),
+// which nsbox sets; on v2 they are charged to memory.max (Linux 4.5)
+// unless the kernel was booted with cgroup.memory=nosocket.
+func socketMemoryCheck(info cgroup.Info) Check {
+	c := Check{Name: "cgroup socket memory", Group: Cgroups, MinKernel: "3.3"}
+	if info.Version == 2 {
+		c.MinKernel = "4.5"
+	}
+	if info.Sockets != "" && !slices.Contains(info.Missing, cgroup.SocketMemory) {
+		c.OK, c.Detail = true, "socket buffers count against the memory limit ("+info.Sockets+")"
+	} else {
+		c.Detail, c.Hint = "socket buffers would not count against the memory limit", cgroupHint(info)
+	}
+	return c
 }
 
 func controllerCheck(info cgroup.Info, name, minKernel string) Check {

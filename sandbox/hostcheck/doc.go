@@ -17,7 +17,8 @@
 //     syscalls that have no lasting effect. It fails closed, naming every
 //     requirement the host lacks with the doctor's hint.
 //
-// A requirement ("namespaces", "cgroups", "seccomp", "landlock") is the
+// A requirement ("namespaces", "cgroups", "seccomp", "landlock",
+// "memfd_noexec") is the
 // unit a policy asks for (policies.Policy.Sandbox.Require); each Check
 // belongs to at most one requirement (its Group). Checks with an empty
 // Group are informational: nsbox uses the feature when it is there.

@@ -54,7 +54,7 @@ func TestProbeHost(t *testing.T) {
 	mustOK := []string{
 		"user namespace", "mount namespace", "pid namespace", "network namespace", "ipc namespace",
 		"uts namespace", "cgroup namespace", mountAPIName, "cgroups", "seccomp", "landlock",
-		procSubsetName, cloneIntoName,
+		"memfd noexec", procSubsetName, cloneIntoName,
 	}
 	for _, name := range mustOK {
 		c, ok := byName[name]

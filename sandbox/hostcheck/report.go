@@ -15,9 +15,14 @@ const (
 	Cgroups    = "cgroups"    // a usable hierarchy with the memory, pids and cpu controllers (and freezer on v1)
 	Seccomp    = "seccomp"    // seccomp filter mode
 	Landlock   = "landlock"   // Landlock, any ABI
+	// MemfdNoexec: no file the program makes in memory can be executed;
+	// nsbox's mechanism is the built-in seccomp profiles' refusal of
+	// memfd_create, so the host needs seccomp filter mode (the policy
+	// needs a built-in profile, which policy validation checks).
+	MemfdNoexec = "memfd_noexec"
 )
 
-var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock}
+var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock, MemfdNoexec}
 
 // Requirements returns the known requirement names, in check order.
 func Requirements() []string { return slices.Clone(requirements) }

@@ -71,8 +71,9 @@ func TestCgroupChecks(t *testing.T) {
 	v1 := cgroupChecks(cgroup.Info{Version: 1, Controllers: map[string]string{
 		"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids", "cpu": "/sys/fs/cgroup/cpu",
 		"cpuacct": "/sys/fs/cgroup/cpuacct", "freezer": "/sys/fs/cgroup/freezer",
-	}}, nil)
-	want := []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu", "cgroup controller freezer"}
+	}, Sockets: "memory.kmem.tcp.limit_in_bytes"}, nil)
+	want := []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu", "cgroup controller freezer",
+		"cgroup socket memory"}
 	if got := names(v1); !slices.Equal(got, want) {
 		t.Errorf("v1 checks %v, want %v", got, want)
 	}
@@ -84,8 +85,8 @@ func TestCgroupChecks(t *testing.T) {
 
 	// v2 with memory not delegated: its check fails with the package's hint.
 	v2 := cgroupChecks(cgroup.Info{Version: 2, Controllers: map[string]string{"pids": "/sys/fs/cgroup", "cpu": "/sys/fs/cgroup"},
-		Missing: []string{"memory"}, Hint: "Delegate=yes"}, nil)
-	want = []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu"}
+		Missing: []string{"memory"}, Hint: "Delegate=yes", Sockets: "memory.max"}, nil)
+	want = []string{"cgroups", "cgroup controller memory", "cgroup controller pids", "cgroup controller cpu", "cgroup socket memory"}
 	if got := names(v2); !slices.Equal(got, want) {
 		t.Errorf("v2 checks %v, want %v", got, want)
 	}
@@ -98,6 +99,20 @@ func TestCgroupChecks(t *testing.T) {
 	r := Report{Checks: v2}
 	if m := r.Missing([]string{Cgroups}); !slices.Equal(m, []string{Cgroups}) {
 		t.Errorf("Missing = %v", m)
+	}
+
+	// v2 booted with cgroup.memory=nosocket: socket buffers uncounted, so
+	// the cgroups requirement fails, with the package's hint.
+	nosock := cgroupChecks(cgroup.Info{Version: 2, Controllers: map[string]string{"memory": "/sys/fs/cgroup", "pids": "/sys/fs/cgroup", "cpu": "/sys/fs/cgroup"},
+		Missing: []string{cgroup.SocketMemory}, Hint: "remove nosocket"}, nil)
+	if got := names(nosock); !slices.Equal(got, want) {
+		t.Errorf("v2 nosocket checks %v, want %v", got, want)
+	}
+	if c := nosock[len(nosock)-1]; c.OK || c.Hint != "remove nosocket" {
+		t.Errorf("v2 nosocket: %+v", c)
+	}
+	if m := (Report{Checks: nosock}).Missing([]string{Cgroups}); !slices.Equal(m, []string{Cgroups}) {
+		t.Errorf("v2 nosocket: Missing = %v", m)
 	}
 
 	// Detect failed: one failing check with a generic hint.

@@ -32,9 +32,14 @@ type Plan struct {
 	// Cgroup holds the cgroup limits; nil when the run gets no cgroup
 	// (the host lacks one and the policy does not require it).
 	Cgroup *cgroup.Limits `json:"cgroup"`
-	// Seccomp is the profile to load, a built-in name or an absolute
-	// path; "" for none.
+	// Seccomp is the filter to load: a built-in name (with
+	// seccomp.LoopbackSuffix for a policy's loopback_sockets) or an
+	// absolute path; "" for none.
 	Seccomp string `json:"seccomp"`
+	// MemfdNoexec is what keeps the program from executing a file it
+	// makes in memory, as the result reports it: result.MemfdNoexecSeccomp
+	// when the filter refuses memfd_create, else result.MemfdNoexecNone.
+	MemfdNoexec string `json:"memfd_noexec"`
 	// LandlockABI is the kernel's Landlock ABI the init will use; 0 for
 	// no Landlock.
 	LandlockABI int `json:"landlock_abi"`

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/seccomp"
 	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
@@ -88,16 +90,36 @@ func Make(p *policies.Policy, f Flags, h plan.Host) (*plan.Plan, error) {
 // the host lacks refuses the run.
 func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 	refuse := func(what, why string) error {
-		pl.Cgroup, pl.Seccomp, pl.LandlockABI = nil, "", 0
+		pl.Cgroup, pl.Seccomp, pl.LandlockABI, pl.MemfdNoexec = nil, "", 0, result.MemfdNoexecNone
 		return result.StepError("requirements", fmt.Errorf("%s: %s", what, why))
 	}
 	if p.Sandbox.Seccomp != "none" {
 		switch {
 		case h.Seccomp.OK:
 			pl.Seccomp = p.Sandbox.Seccomp
+			// The profile's variant compiled with AF_INET and AF_INET6
+			// (policy validation allows the switch with built-ins only).
+			if p.Sandbox.LoopbackSockets {
+				pl.Seccomp += seccomp.LoopbackSuffix
+			}
 		case p.Requires(hostcheck.Seccomp):
 			return refuse("seccomp", h.Seccomp.Why)
 		}
+	}
+	pl.MemfdNoexec = result.MemfdNoexecNone
+	switch {
+	case seccomp.RefusesMemfd(pl.Seccomp):
+		pl.MemfdNoexec = result.MemfdNoexecSeccomp
+	case p.Requires(hostcheck.MemfdNoexec):
+		why := fmt.Sprintf("seccomp filter %q is not known to refuse memfd_create (the built-in profiles are)", pl.Seccomp)
+		switch {
+		case pl.Seccomp != "":
+		case !h.Seccomp.OK:
+			why = "needs a built-in seccomp profile, and this host has no seccomp: " + h.Seccomp.Why
+		default:
+			why = `needs a built-in seccomp profile, and the policy's sandbox.seccomp is "none"`
+		}
+		return refuse("memfd_noexec", why)
 	}
 	if p.Sandbox.Landlock {
 		switch {
@@ -111,6 +133,7 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 	case h.Cgroup.OK:
 		pl.Cgroup = &cgroup.Limits{
 			MemoryBytes: int64(p.Limits.Memory),
+			SocketBytes: socketBytes(pl.Seccomp, int64(p.Limits.Memory)),
 			Pids:        p.Limits.Pids,
 			CPUs:        p.Limits.CPUs,
 		}
@@ -118,6 +141,20 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 		return refuse("cgroups", h.Cgroup.Why)
 	}
 	return nil
+}
+
+// socketBytes is the part of the memory limit set aside for socket buffers
+// on cgroup v1 (cgroup.Limits.SocketBytes): none when the filter is a
+// built-in profile without its loopback variant, which refuses every
+// socket that has buffers of that kind (AF_INET and AF_INET6; AF_UNIX
+// buffers are charged to the memory limit itself); an eighth of it when
+// the program can make TCP or UDP sockets (the loopback variant, a profile
+// of the user's, or no filter).
+func socketBytes(filter string, memory int64) int64 {
+	if seccomp.IsBuiltin(filter) && !strings.HasSuffix(filter, seccomp.LoopbackSuffix) {
+		return 0
+	}
+	return memory / 8
 }
 
 // rlimits are the program's resource limits: no core dumps (a dump could

@@ -58,6 +58,13 @@ var goldenCases = []struct {
 	{"strict-widened", "strict", Flags{Timeout: time.Hour}, fullHost},
 	// A user policy: a path root, seccomp from a file, [env], "*" imports.
 	{"custom", "testdata/custom.toml", Flags{}, fullHost},
+	// loopback_sockets: the loopback variant of default's filter, and a
+	// socket share of the memory for cgroup v1.
+	{"loopback", "testdata/loopback.toml", Flags{}, fullHost},
+	// memfd_noexec required, seccomp not: refused on a host without
+	// seccomp by the planner itself (Unmet is nil here).
+	{"memfd-required-bare-host", "testdata/memfd-required.toml", Flags{}, bareHost},
+	{"memfd-required", "testdata/memfd-required.toml", Flags{}, fullHost},
 	// Required landlock on a host without it: refused.
 	{"custom-no-landlock", "testdata/custom.toml", Flags{}, plan.Host{Seccomp: plan.Feature{OK: true}, Landlock: plan.Landlock{Why: "function not implemented"}, Cgroup: plan.Feature{OK: true}}},
 }

@@ -173,14 +173,18 @@ var StrictDenyEvents = []string{
 	"sqlite3.enable_load_extension", "sqlite3.load_extension",
 }
 
-// DefaultDenyEvents: process creation, outgoing and listening sockets, and
-// SQLite extensions (native code). Not ctypes.dlopen: importing ctypes
-// raises it (ctypes opens the interpreter itself), and numpy imports
-// ctypes; nor socket.__new__: asyncio's event loop makes a socketpair.
+// DefaultDenyEvents: process creation and SQLite extensions (native
+// code). Not ctypes.dlopen: importing ctypes raises it (ctypes opens the
+// interpreter itself), and numpy imports ctypes. No socket event: the
+// default seccomp profile refuses every socket but AF_UNIX at socket(2),
+// where every route to TCP starts (connect, listen without bind, a TCP
+// Fast Open sendmsg), and the events cannot tell families apart, so
+// socket.connect, socket.bind and socket.sendto would refuse only the
+// AF_UNIX sockets the kernel allows, and socket.__new__ asyncio's
+// socketpair.
 var DefaultDenyEvents = []string{
 	"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
 	"os.fork", "os.forkpty",
-	"socket.connect", "socket.bind", "socket.sendto",
 	"sqlite3.enable_load_extension", "sqlite3.load_extension",
 }
 

@@ -81,12 +81,25 @@ func CgroupNames() []string { return []string{CgroupV1, CgroupV2, CgroupNone} }
 // SeccompNone is Sandbox.Seccomp when no seccomp filter was installed.
 const SeccompNone = "none"
 
+// The values of Sandbox.MemfdNoexec: what kept the program from executing
+// a file it made in memory (memfd_create), which the noexec mounts do not
+// cover.
+const (
+	MemfdNoexecSeccomp = "seccomp" // the seccomp filter refused memfd_create (every built-in profile)
+	MemfdNoexecNone    = "none"    // nothing: no filter, or a profile of the user's own
+)
+
+// MemfdNoexecNames returns every value Sandbox.MemfdNoexec can take, in
+// documentation order.
+func MemfdNoexecNames() []string { return []string{MemfdNoexecSeccomp, MemfdNoexecNone} }
+
 // Sandbox says which protections were active in a run.
 type Sandbox struct {
 	Namespaces  []string `json:"namespaces"`   // namespaces the run was in, in NamespaceNames order; written as [] when nil
 	Cgroup      string   `json:"cgroup"`       // CgroupV1, CgroupV2 or CgroupNone
 	Seccomp     string   `json:"seccomp"`      // profile name ("strict", "default"), the profile's path, or SeccompNone
 	LandlockABI int      `json:"landlock_abi"` // Landlock ABI version enforced; 0 when not active
+	MemfdNoexec string   `json:"memfd_noexec"` // MemfdNoexecSeccomp or MemfdNoexecNone
 }
 
 // Int64 returns a pointer to v, for the optional fields of Result and Limits.

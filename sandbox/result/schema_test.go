@@ -180,6 +180,9 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	if got := sb.Properties["cgroup"].Enum; !slices.Equal(got, CgroupNames()) {
 		t.Errorf("schema sandbox.cgroup enum %v, CgroupNames() %v", got, CgroupNames())
 	}
+	if got := sb.Properties["memfd_noexec"].Enum; !slices.Equal(got, MemfdNoexecNames()) {
+		t.Errorf("schema sandbox.memfd_noexec enum %v, MemfdNoexecNames() %v", got, MemfdNoexecNames())
+	}
 	checkLimitConditions(t, s)
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -18,7 +17,8 @@ import (
 //
 //   - "none": nil and no error. The policy asks for no filter; the caller
 //     must not read a nil Program as a failure to load one.
-//   - A built-in profile ("default", "strict"): the filter compiled at
+//   - A built-in profile ("default", "strict") or its loopback variant
+//     ("default+loopback", see LoopbackSuffix): the filter compiled at
 //     build time for this architecture (seccompprofiles.Compiled): no
 //     parsing, no libseccomp, no disk. Before use, the golden must have
 //     been compiled from the very profile this binary embeds (else the
@@ -51,7 +51,7 @@ func LoadFilter(profile, cacheDir string) (*Program, error) {
 		}
 		prog, _, err := fileCache{dir: cacheDir}.load(profile)
 		return prog, err
-	case slices.Contains(seccompprofiles.Names(), profile):
+	case IsBuiltin(profile):
 		return loadBuiltin(profile, seccompprofiles.Compiled)
 	default:
 		return nil, notAProfile(profile)
@@ -70,14 +70,19 @@ func loadBuiltin(name string, compiled func(string) (seccompprofiles.Filter, boo
 		}
 		return p.Compile()
 	}
-	data, err := seccompprofiles.Read(name)
+	// A loopback variant is compiled from its base profile's JSON.
+	base := name
+	if b, ok := loopbackVariant(name); ok {
+		base = b
+	}
+	data, err := seccompprofiles.Read(base)
 	if err != nil {
 		return nil, fmt.Errorf("load seccomp profile %q: %w", name, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != golden.ProfileSHA256 {
 		return nil, fmt.Errorf("load built-in seccomp filter seccomp-profiles/%s: compiled from a %s.json with SHA-256 %s, this binary embeds one with %s: rebuild after `go generate ./seccomp-profiles`",
-			golden.File, name, golden.ProfileSHA256, got)
+			golden.File, base, golden.ProfileSHA256, got)
 	}
 	if err := load.Check(golden.BPF); err != nil {
 		return nil, fmt.Errorf("load built-in seccomp filter seccomp-profiles/%s: %w", golden.File, err)

@@ -132,6 +132,9 @@ func probes(dir string) []probe {
 		{name: "socket-netlink", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC}, closeFD: true},
 		{name: "socket-inet", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, closeFD: true},
 		{name: "socket-unix", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, closeFD: true},
+		// Unfiltered: a new memfd, sealed against execution or not.
+		{name: "memfd", nr: unix.SYS_MEMFD_CREATE, args: [6]uintptr{str("x"), unix.MFD_CLOEXEC}, closeFD: true},
+		{name: "memfd-noexec-seal", nr: unix.SYS_MEMFD_CREATE, args: [6]uintptr{str("x"), unix.MFD_CLOEXEC | 8}, closeFD: true},
 		// Unfiltered: EINVAL, no attributes.
 		{name: "bpf", nr: unix.SYS_BPF, args: [6]uintptr{unix.BPF_MAP_CREATE}},
 		// Unfiltered: EINVAL, bad magic.
@@ -162,17 +165,21 @@ func TestKernelProbes(t *testing.T) {
 		"clone3": unix.ENOSYS, "socket-netlink": unix.EPERM, "socket-unix": 0, "bpf": unix.EPERM,
 		"reboot": unix.EPERM, "kexec_load": unix.EPERM, "ioctl-tiocsti-high": unix.EPERM, "ioctl-fionread": 0,
 		"personality-addr-no-randomize": unix.EPERM, "personality-query": 0,
-		"syslog": unix.ENOSYS, "nr-1000": unix.ENOSYS,
+		"syslog": unix.ENOSYS, "nr-1000": unix.ENOSYS, "memfd": unix.EPERM, "memfd-noexec-seal": unix.EPERM,
 	}
 	for _, c := range []struct {
 		profile string
 		source  filterSource
 		inet    unix.Errno
 	}{
-		{"default", golden, 0},
-		{"default", compiledNow, 0},
+		{"default", golden, unix.EPERM},
+		{"default", compiledNow, unix.EPERM},
+		{"default" + LoopbackSuffix, golden, 0},
+		{"default" + LoopbackSuffix, compiledNow, 0},
 		{"strict", golden, unix.EPERM},
 		{"strict", compiledNow, unix.EPERM},
+		{"strict" + LoopbackSuffix, golden, 0},
+		{"strict" + LoopbackSuffix, compiledNow, 0},
 	} {
 		profile, inet := c.profile, c.inet
 		t.Run(profile+"/"+string(c.source), func(t *testing.T) {
@@ -220,7 +227,7 @@ func TestKernelWorkload(t *testing.T) {
 		}
 		t.Skipf("%s: %v", python, err)
 	}
-	for _, profile := range []string{"default", "strict"} {
+	for _, profile := range Builtins() {
 		t.Run(profile, func(t *testing.T) {
 			out, err := runHelper(t, "exec", golden, profile, profile)
 			if err != nil || !bytes.Contains(out, []byte("ALL OK")) {

@@ -36,6 +36,9 @@ type Profile struct {
 
 	defaultAct action
 	arches     []specs.Arch
+	// rules are the profile's rules as written, one syscall each;
+	// WithLoopbackSockets plans them again with its own added.
+	rules []rule
 	// plan is the rules Compile hands to libseccomp: the profile's rules,
 	// one syscall each, with unconditional rules that have exceptions
 	// replaced by their complement (see planSyscall).
@@ -56,10 +59,19 @@ func (a action) String() string {
 }
 
 // Load reads and validates a profile: "default" and "strict" are the
-// built-in profiles (seccomp-profiles/), an absolute path is a file. A
+// built-in profiles (seccomp-profiles/), "default+loopback" and
+// "strict+loopback" the same with WithLoopbackSockets, an absolute path is
+// a file. A
 // problem in the profile itself is a *ProfileError naming the file, the line
 // and the culprit.
 func Load(nameOrPath string) (*Profile, error) {
+	if base, ok := loopbackVariant(nameOrPath); ok {
+		p, err := Load(base)
+		if err != nil {
+			return nil, err
+		}
+		return p.WithLoopbackSockets()
+	}
 	src, err := readSource(nameOrPath)
 	if err != nil {
 		return nil, err
@@ -191,6 +203,7 @@ func parse(name, source string, data []byte) (*Profile, error) {
 	if len(rules) > load.MaxInsns {
 		return nil, fail(lineOfKey(data, "syscalls"), "syscalls", "%d rules (one per syscall name): a filter holds at most %d instructions", len(rules), load.MaxInsns)
 	}
+	p.rules = rules
 	if p.plan, err = plan(rules); err != nil {
 		var re *ruleError
 		if errors.As(err, &re) {

@@ -35,6 +35,10 @@ func (sb *Sandbox) active() *result.Sandbox {
 		Cgroup:      result.CgroupNone,
 		Seccomp:     "none",
 		LandlockABI: sb.o.Plan.LandlockABI,
+		MemfdNoexec: result.MemfdNoexecNone,
+	}
+	if sb.o.Plan.MemfdNoexec != "" {
+		s.MemfdNoexec = sb.o.Plan.MemfdNoexec
 	}
 	if sb.o.Plan.Seccomp != "" {
 		s.Seccomp = sb.o.Plan.Seccomp

@@ -2,7 +2,8 @@
 // architecture it runs on and writes the goldens that the nsbox binary
 // embeds, beside the profiles:
 //
-//	NAME.GOARCH.bpf   one profile's filter: the struct sock_filter array,
+//	NAME.GOARCH.bpf   one built-in filter (a profile, or its loopback
+//	                  variant NAME+loopback): the struct sock_filter array,
 //	                  native endian, as seccomp(2) takes it
 //	golden_GOARCH.go  the table that embeds them, with the SHA-256 of the
 //	                  NAME.json each one was compiled from
@@ -34,7 +35,6 @@ import (
 	"strings"
 
 	"github.com/nsbox/nsbox/sandbox/seccomp"
-	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
 
 func main() {
@@ -76,7 +76,8 @@ func generate(dir string) (files map[string][]byte, stale []string, err error) {
 	files = map[string][]byte{}
 	var table bytes.Buffer
 	var embeds []string
-	for _, name := range seccompprofiles.Names() {
+	// Every built-in filter: each profile and its loopback variant.
+	for _, name := range seccomp.Builtins() {
 		p, err := seccomp.Load(name)
 		if err != nil {
 			return nil, nil, err
@@ -102,7 +103,8 @@ import "embed"
 //go:embed %s
 var goldenFiles embed.FS
 
-// goldens describes each file of goldenFiles, by profile name.
+// goldens describes each file of goldenFiles, by filter name (a profile,
+// or its loopback variant).
 var goldens = map[string]golden{
 %s}
 `, header, arch, strings.Join(embeds, " "), table.String())

@@ -1,6 +1,7 @@
 """A normal CPython workload, run under the compiled filter by
-TestKernelWorkload: python3 workload.py PROFILE, PROFILE being "default" or
-"strict". Every section must pass under its profile.
+TestKernelWorkload: python3 workload.py FILTER, FILTER being a built-in
+filter: "default", "strict", or either with "+loopback" (AF_INET and
+AF_INET6 sockets allowed). Every section must pass under its filter.
 
 Each section prints "ok NAME"; any failure raises and exits non-zero.
 numpy is optional (not every host has it): its section then prints
@@ -35,7 +36,9 @@ import threading
 import time
 import zlib
 
-PROFILE = sys.argv[1] if len(sys.argv) > 1 else "default"
+FILTER = sys.argv[1] if len(sys.argv) > 1 else "default"
+PROFILE, _, VARIANT = FILTER.partition("+")
+LOOPBACK = VARIANT == "loopback"
 
 
 def ok(name):
@@ -98,8 +101,8 @@ async def echo(reader, writer):
 
 
 async def asyncio_main(tmp):
-    # TCP on loopback under the default profile; strict allows AF_UNIX only.
-    if PROFILE == "default":
+    # TCP on loopback with the loopback variants; AF_UNIX otherwise.
+    if LOOPBACK:
         server = await asyncio.start_server(echo, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -200,9 +203,6 @@ def section_files():
         assert len(os.listdir(d)) >= 5
         with tempfile.NamedTemporaryFile(dir=d) as nt:
             nt.write(b"data")
-        fd = os.memfd_create("x")
-        os.write(fd, b"memfd")
-        os.close(fd)
     anon = mmap.mmap(-1, 1 << 20)
     anon.resize(2 << 20)
     anon.close()
@@ -303,9 +303,15 @@ def section_denied():
     expect_errno(errno.EPERM, raw, "unshare", 0x10000000)  # CLONE_NEWUSER
     expect_errno(errno.ENOSYS, raw, "syscall", 435, None, 0)  # clone3
     expect_errno(errno.EPERM, raw, "personality", 0x0040000)  # ADDR_NO_RANDOMIZE
+    # No executable file in memory: memfd_create is refused whatever the
+    # flags (MFD_CLOEXEC, MFD_NOEXEC_SEAL 8, MFD_EXEC 0x10).
+    for flags in (0, os.MFD_CLOEXEC, 8, 0x10):
+        expect_errno(errno.EPERM, os.memfd_create, "x", flags)
+    if not LOOPBACK:
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET)
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET6, socket.SOCK_DGRAM)
     if PROFILE == "strict":
         expect_errno(errno.EPERM, os.fork)
-        expect_errno(errno.EPERM, socket.socket, socket.AF_INET)
         expect_errno(errno.EPERM, subprocess.run, [sys.executable, "-c", "pass"])
     ok("denied")
 
