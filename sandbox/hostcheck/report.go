@@ -15,9 +15,13 @@ const (
 	Cgroups    = "cgroups"    // a usable hierarchy with the memory, pids and cpu controllers (and freezer on v1)
 	Seccomp    = "seccomp"    // seccomp filter mode
 	Landlock   = "landlock"   // Landlock, any ABI
+	// BoundedWorkspace: a tmpfs bounded in bytes and inodes can be made
+	// for /workspace; a run also refuses a --workspace directory that
+	// nothing bounds (sandbox/supervisor).
+	BoundedWorkspace = "bounded_workspace"
 )
 
-var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock}
+var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock, BoundedWorkspace}
 
 // Requirements returns the known requirement names, in check order.
 func Requirements() []string { return slices.Clone(requirements) }

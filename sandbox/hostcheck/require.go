@@ -59,6 +59,8 @@ func requireChecks(req string) []Check {
 		return []Check{seccompCheck()}
 	case Landlock:
 		return []Check{landlockCheck()}
+	case BoundedWorkspace:
+		return []Check{workspaceTmpfsPresent()}
 	}
 	return []Check{{Name: req, Group: req, Detail: "bug: no check for this requirement"}}
 }

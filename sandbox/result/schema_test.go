@@ -180,6 +180,9 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	if got := sb.Properties["cgroup"].Enum; !slices.Equal(got, CgroupNames()) {
 		t.Errorf("schema sandbox.cgroup enum %v, CgroupNames() %v", got, CgroupNames())
 	}
+	if items := s.Properties["limits_reached"].Items; items == nil || !slices.Equal(items.Enum, ReachedNames()) {
+		t.Errorf("schema limits_reached items %+v, want enum ReachedNames() %v", items, ReachedNames())
+	}
 	checkLimitConditions(t, s)
 }
 
@@ -237,6 +240,11 @@ func TestDocMatchesStruct(t *testing.T) {
 	for _, name := range names {
 		if !strings.Contains(doc, "| `"+name+"` |") {
 			t.Errorf("%s has no table row for field %q", docPath, name)
+		}
+	}
+	for _, name := range ReachedNames() {
+		if !strings.Contains(doc, "| `"+name+"` |") {
+			t.Errorf("%s has no table row for limits_reached value %q", docPath, name)
 		}
 	}
 	for _, st := range Statuses() {
