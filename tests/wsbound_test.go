@@ -162,8 +162,8 @@ func workspaceCases(t *testing.T) []workspaceCase {
 // TestWorkspaceBounded attacks the fresh /workspace under permissive,
 // default and strict: twice its size in bytes, then twice its inodes in
 // empty files. Each attack must stop with ENOSPC at the bound, the result
-// must name the limit (status still ok: the program handled it), and the
-// host filesystem that held the workspace before (the state directory's)
+// must name the limit (status still ok: the program handled it), the
+// bytes must count in the run's memory, and the host filesystem that held the workspace before (the state directory's)
 // must not lose more than the bound while the workspace is full. No
 // mount appears on the host, during or after, and the run directory goes.
 func TestWorkspaceBounded(t *testing.T) {
@@ -199,6 +199,11 @@ func TestWorkspaceBounded(t *testing.T) {
 				}
 				if errno != "ENOSPC" || done == 0 || done > bound {
 					t.Errorf("%s: filled %d (MiB or files) and stopped with %s, want 1..%d and ENOSPC", kind, done, errno, bound)
+				}
+				// The workspace's pages are the run's memory: charged to the
+				// cgroup of the program that wrote them.
+				if kind == "bytes" && (o.res.PeakMemoryBytes == nil || *o.res.PeakMemoryBytes < done<<20) {
+					t.Errorf("peak_memory_bytes %v after writing %d MiB to the workspace: its pages are not charged to the run", o.res.PeakMemoryBytes, done)
 				}
 				if !slices.Contains(o.res.LimitsReached, want) || o.res.Limit != "" {
 					t.Errorf("limits_reached %v limit %q, want %q listed and no limit", o.res.LimitsReached, o.res.Limit, want)
