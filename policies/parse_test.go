@@ -10,10 +10,11 @@ import (
 // base is a valid policy; the tests below edit one line of it. Line numbers:
 // 3 [python], 4 root, 5 verify, 7 [limits], 8 timeout,
 // 9 output_limit, 10 memory, 11 pids, 12 cpus, 13 cpu_time, 14 open_files,
-// 15 file_size, 16 stack, 17 program_size, 18 [filesystem], 19 tmp_size, 20 shm_size,
-// 22 [sandbox], 23 require, 24 seccomp, 25 landlock, 27 [allowlist],
-// 28 imports, 29 deny_builtins, 30 deny_events, 31 strict_attributes,
-// 33 [audit], 34 store_code.
+// 15 file_size, 16 stack, 17 workspace_size, 18 workspace_inodes, 19 program_size,
+// 20 [filesystem], 21 tmp_size, 22 shm_size,
+// 24 [sandbox], 25 require, 26 seccomp, 27 landlock, 29 [allowlist],
+// 30 imports, 31 deny_builtins, 32 deny_events, 33 strict_attributes,
+// 35 [audit], 36 store_code.
 const base = `description = "test"
 
 [python]
@@ -30,6 +31,8 @@ cpu_time = "10s"
 open_files = 256
 file_size = "16MiB"
 stack = "8MiB"
+workspace_size = "64MiB"
+workspace_inodes = 4096
 program_size = "1MiB"
 [filesystem]
 tmp_size = "16MiB"
@@ -70,7 +73,8 @@ func TestParseValid(t *testing.T) {
 		{"bounds inclusive", edit(`"10s"`, `"24h"`), func(p *Policy) bool { return p.Limits.Timeout.Duration == 24*time.Hour }},
 		{"env", base + "[env]\nTZ = \"UTC\"\n_x1 = \"\"\n", func(p *Policy) bool { return p.Env["TZ"] == "UTC" && len(p.Env) == 2 }},
 		{"dotted keys", "python.root = \"/p\"\npython.verify = \"full\"\nlimits = { timeout = \"1s\", output_limit = 2048, " +
-			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\", program_size = \"1KiB\" }\n" +
+			"memory = \"16MiB\", pids = 4, cpus = 1, cpu_time = \"1s\", open_files = 16, file_size = \"1MiB\", stack = \"1MiB\", " +
+			"workspace_size = \"1MiB\", workspace_inodes = 16, program_size = \"1KiB\" }\n" +
 			"sandbox = { require = [], seccomp = \"none\", landlock = false }\n" +
 			"allowlist = { imports = [\"*\"], deny_builtins = [], deny_events = [], strict_attributes = false }\n" +
 			"audit = { store_code = true }\n" +
@@ -119,10 +123,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, program_size, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
 			[]string{`did you mean "timeout"?`}},
-		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 19, "filesystem.timeout",
+		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 21, "filesystem.timeout",
 			[]string{"(timeout belongs in [limits])", "allowed in [filesystem]: tmp_size, shm_size"}},
-		{"unknown table", base + "\n[network]\nallow = true\n", 36, "network", []string{"unknown table"}},
-		{"unknown subtable", base + "[limits.swap]\nmax = 1\n", 35, "limits.swap", []string{"unknown table", "allowed in [limits]"}},
+		{"unknown table", base + "\n[network]\nallow = true\n", 38, "network", []string{"unknown table"}},
+		{"unknown subtable", base + "[limits.swap]\nmax = 1\n", 37, "limits.swap", []string{"unknown table", "allowed in [limits]"}},
 		{"unknown dotted key", edit(`timeout = "10s"`, "timeout = \"10s\"\nswap.max = \"1GiB\""), 9, "limits.swap", []string{"unknown table"}},
 		{"unknown inline key", edit(`description = "test"`, `x = { y = 1 }`), 1, "x", []string{"unknown table"}},
 		{"after multi-line string", edit(`description = "test"`, "description = \"\"\"\ntimout = 1\n[limits]\n\"\"\"\ntimout = 1"), 5, "timout", []string{"unknown key"}},
@@ -140,7 +144,7 @@ func TestParseErrors(t *testing.T) {
 		{"env as value", "env = \"X=1\"\n" + base, 1, "env", []string{"must be a table, not a string", "[env] table"}},
 		{"duration not string", edit(`"10s"`, "10"), 8, "limits.timeout", []string{"must be a duration string", "not an integer", "allowed: 100ms..24h"}},
 		{"description table", edit(`description = "test"`, "description.x = 1"), 1, "description", []string{"must be a string, not a table"}},
-		{"require element", edit(`["namespaces", "cgroups", "seccomp"]`, `["namespaces", 5]`), 23, "sandbox.require", []string{"element 2 must be a string"}},
+		{"require element", edit(`["namespaces", "cgroups", "seccomp"]`, `["namespaces", 5]`), 25, "sandbox.require", []string{"element 2 must be a string"}},
 		{"size float", edit(`"64KiB"`, "1.5"), 9, "limits.output_limit", []string{"not a float"}},
 
 		// Values.
@@ -148,8 +152,8 @@ func TestParseErrors(t *testing.T) {
 		{"timeout too long", edit(`"10s"`, `"45h"`), 8, "limits.timeout", []string{"45h exceeds the maximum 24h (allowed: 100ms..24h)"}},
 		{"timeout too short", edit(`"10s"`, `"50ms"`), 8, "limits.timeout", []string{"50ms is below the minimum 100ms"}},
 		{"bad size", edit(`"64KiB"`, `"64KB"`), 9, "limits.output_limit", []string{`"64KB" is not a size`, "KiB", "1KiB..1GiB"}},
-		{"size too big", edit("tmp_size = \"16MiB\"", "tmp_size = \"17GiB\""), 19, "filesystem.tmp_size", []string{"17GiB exceeds the maximum 16GiB (allowed: 1MiB..16GiB)"}},
-		{"size too small", edit("shm_size = \"8MiB\"", "shm_size = 4096"), 20, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
+		{"size too big", edit("tmp_size = \"16MiB\"", "tmp_size = \"17GiB\""), 21, "filesystem.tmp_size", []string{"17GiB exceeds the maximum 16GiB (allowed: 1MiB..16GiB)"}},
+		{"size too small", edit("shm_size = \"8MiB\"", "shm_size = 4096"), 22, "filesystem.shm_size", []string{"4KiB is below the minimum 1MiB"}},
 		{"output too small", edit(`"64KiB"`, `"512B"`), 9, "limits.output_limit", []string{"512B is below the minimum 1KiB"}},
 		{"negative size", edit(`"64KiB"`, "-1"), 9, "limits.output_limit", []string{"below the minimum"}},
 		{"relative root", edit(`root = "base"`, `root = "roots/base"`), 4, "python.root",
@@ -160,12 +164,12 @@ func TestParseErrors(t *testing.T) {
 		{"host root", edit(`root = "base"`, `root = "/"`), 4, "python.root", []string{"host's own root"}},
 		{"root not string", edit(`root = "base"`, `root = ["base"]`), 4, "python.root", []string{"must be a string, not an array"}},
 		{"bad verify", edit(`verify = "quick"`, `verify = "fast"`), 5, "python.verify", []string{`"fast" is not a verification level`, `"quick"`, `"full"`}},
-		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 37, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
-		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 36, "env.PATH", []string{"nsbox sets it itself"}},
-		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 36, `env.1X`, []string{"not a valid variable name"}},
-		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 36, `env."A B"`, []string{"not a valid variable name"}},
-		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 36, "env.X", []string{"NUL"}},
-		{"env not string", base + "[env]\nX = 1\n", 36, "env.X", []string{"must be a string, not an integer"}},
+		{"reserved env", base + "[env]\nTZ = \"UTC\"\nLD_PRELOAD = \"/x.so\"\n", 39, "env.LD_PRELOAD", []string{"reserved", "change which code"}},
+		{"reserved env PATH", base + "[env]\nPATH = \"/bin\"\n", 38, "env.PATH", []string{"nsbox sets it itself"}},
+		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 38, `env.1X`, []string{"not a valid variable name"}},
+		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 38, `env."A B"`, []string{"not a valid variable name"}},
+		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 38, "env.X", []string{"NUL"}},
+		{"env not string", base + "[env]\nX = 1\n", 38, "env.X", []string{"must be a string, not an integer"}},
 		{"memory too small", edit(`"256MiB"`, `"1MiB"`), 10, "limits.memory", []string{"1MiB is below the minimum 16MiB (allowed: 16MiB..64GiB)"}},
 		{"pids not integer", edit("pids = 32", `pids = "32"`), 11, "limits.pids", []string{"must be an integer, not a string", "4..4096"}},
 		{"pids too many", edit("pids = 32", "pids = 100000"), 11, "limits.pids", []string{"100000 exceeds the maximum 4096"}},
@@ -176,28 +180,32 @@ func TestParseErrors(t *testing.T) {
 		{"cpu_time too short", edit(`cpu_time = "10s"`, `cpu_time = "500ms"`), 13, "limits.cpu_time", []string{"below the minimum 1s"}},
 		{"open_files too few", edit("open_files = 256", "open_files = 3"), 14, "limits.open_files", []string{"3 is below the minimum 16"}},
 		{"stack too big", edit(`stack = "8MiB"`, `stack = "2GiB"`), 16, "limits.stack", []string{"exceeds the maximum 1GiB"}},
-		{"unknown requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "apparmor"]`), 23, "sandbox.require", []string{`element 3: unknown requirement "apparmor"`, "namespaces, cgroups, seccomp, landlock"}},
-		{"duplicate requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "cgroups"]`), 23, "sandbox.require", []string{"listed twice"}},
-		{"unknown seccomp profile", edit(`seccomp = "strict"`, `seccomp = "docker"`), 24, "sandbox.seccomp", []string{`"docker" is not a built-in profile`, "default, strict"}},
-		{"relative seccomp path", edit(`seccomp = "strict"`, `seccomp = "/a/../b.json"`), 24, "sandbox.seccomp", []string{`write "/b.json"`}},
-		{"seccomp none but required", edit(`seccomp = "strict"`, `seccomp = "none"`), 24, "sandbox.seccomp", []string{"contradicts sandbox.require"}},
+		{"workspace not below memory", edit(`workspace_size = "64MiB"`, `workspace_size = "256MiB"`), 17, "limits.workspace_size",
+			[]string{"256MiB is not below limits.memory (256MiB)"}},
+		{"workspace inodes too few", edit("workspace_inodes = 4096", "workspace_inodes = 8"), 18, "limits.workspace_inodes",
+			[]string{"8 is below the minimum 16"}},
+		{"unknown requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "apparmor"]`), 25, "sandbox.require", []string{`element 3: unknown requirement "apparmor"`, "namespaces, cgroups, seccomp, landlock"}},
+		{"duplicate requirement", edit(`"cgroups", "seccomp"]`, `"cgroups", "cgroups"]`), 25, "sandbox.require", []string{"listed twice"}},
+		{"unknown seccomp profile", edit(`seccomp = "strict"`, `seccomp = "docker"`), 26, "sandbox.seccomp", []string{`"docker" is not a built-in profile`, "default, strict"}},
+		{"relative seccomp path", edit(`seccomp = "strict"`, `seccomp = "/a/../b.json"`), 26, "sandbox.seccomp", []string{`write "/b.json"`}},
+		{"seccomp none but required", edit(`seccomp = "strict"`, `seccomp = "none"`), 26, "sandbox.seccomp", []string{"contradicts sandbox.require"}},
 		{"landlock off but required", strings.Replace(edit(`"cgroups", "seccomp"]`, `"cgroups", "landlock"]`), "landlock = true", "landlock = false", 1),
-			25, "sandbox.landlock", []string{"contradicts sandbox.require"}},
-		{"landlock not bool", edit("landlock = true", `landlock = "yes"`), 25, "sandbox.landlock", []string{"must be a boolean, not a string"}},
+			27, "sandbox.landlock", []string{"contradicts sandbox.require"}},
+		{"landlock not bool", edit("landlock = true", `landlock = "yes"`), 27, "sandbox.landlock", []string{"must be a boolean, not a string"}},
 		{"memfd_noexec with own profile", strings.Replace(edit(`seccomp = "strict"`, `seccomp = "/etc/p.json"`), `"cgroups", "seccomp"]`, `"cgroups", "memfd_noexec"]`, 1),
-			24, "sandbox.seccomp", []string{`contradicts sandbox.require, which lists "memfd_noexec"`}},
+			26, "sandbox.seccomp", []string{`contradicts sandbox.require, which lists "memfd_noexec"`}},
 		{"memfd_noexec with none", strings.Replace(edit(`seccomp = "strict"`, `seccomp = "none"`), `"cgroups", "seccomp"]`, `"cgroups", "memfd_noexec"]`, 1),
-			24, "sandbox.seccomp", []string{`"memfd_noexec"`}},
+			26, "sandbox.seccomp", []string{`"memfd_noexec"`}},
 		{"loopback with own profile", edit(`seccomp = "strict"`, "seccomp = \"/etc/p.json\"\nloopback_sockets = true"),
-			25, "sandbox.loopback_sockets", []string{"needs a built-in seccomp profile"}},
-		{"reserved thread env", base + "[env]\nOMP_NUM_THREADS = \"8\"\n", 36, "env.OMP_NUM_THREADS", []string{"from limits.cpus"}},
-		{"star with others", edit(`imports = ["math", "json"]`, `imports = ["*", "math"]`), 28, "allowlist.imports", []string{`"*" allows every module and must be the only entry`}},
-		{"dotted module", edit(`imports = ["math", "json"]`, `imports = ["os.path"]`), 28, "allowlist.imports", []string{`"os.path" is not a top-level module name`}},
-		{"module twice", edit(`imports = ["math", "json"]`, `imports = ["math", "math"]`), 28, "allowlist.imports", []string{"listed twice"}},
-		{"unknown builtin", edit(`deny_builtins = ["eval", "open"]`, `deny_builtins = ["print"]`), 29, "allowlist.deny_builtins", []string{`"print" cannot be denied`, "getattr"}},
-		{"bad event", edit(`deny_events = ["os.system"]`, `deny_events = ["os system"]`), 30, "allowlist.deny_events", []string{"not an audit event name"}},
-		{"store_code string", edit("store_code = false", `store_code = "yes"`), 34, "audit.store_code", []string{"must be a boolean"}},
-		{"env nested", base + "[env.X]\nY = \"1\"\n", 35, "env.X", []string{"must be a string, not a table"}},
+			27, "sandbox.loopback_sockets", []string{"needs a built-in seccomp profile"}},
+		{"reserved thread env", base + "[env]\nOMP_NUM_THREADS = \"8\"\n", 38, "env.OMP_NUM_THREADS", []string{"from limits.cpus"}},
+		{"star with others", edit(`imports = ["math", "json"]`, `imports = ["*", "math"]`), 30, "allowlist.imports", []string{`"*" allows every module and must be the only entry`}},
+		{"dotted module", edit(`imports = ["math", "json"]`, `imports = ["os.path"]`), 30, "allowlist.imports", []string{`"os.path" is not a top-level module name`}},
+		{"module twice", edit(`imports = ["math", "json"]`, `imports = ["math", "math"]`), 30, "allowlist.imports", []string{"listed twice"}},
+		{"unknown builtin", edit(`deny_builtins = ["eval", "open"]`, `deny_builtins = ["print"]`), 31, "allowlist.deny_builtins", []string{`"print" cannot be denied`, "getattr"}},
+		{"bad event", edit(`deny_events = ["os.system"]`, `deny_events = ["os system"]`), 32, "allowlist.deny_events", []string{"not an audit event name"}},
+		{"store_code string", edit("store_code = false", `store_code = "yes"`), 36, "audit.store_code", []string{"must be a boolean"}},
+		{"env nested", base + "[env.X]\nY = \"1\"\n", 37, "env.X", []string{"must be a string, not a table"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,6 +65,9 @@ type Limits struct {
 	OpenFiles   int64    // limits.open_files: RLIMIT_NOFILE
 	FileSize    Size     // limits.file_size: RLIMIT_FSIZE
 	Stack       Size     // limits.stack: RLIMIT_STACK of the main thread
+
+	WorkspaceSize   Size  // limits.workspace_size: bytes of the fresh /workspace tmpfs
+	WorkspaceInodes int64 // limits.workspace_inodes: files, directories and links of the fresh /workspace tmpfs
 }
 
 // Threads is the size of numeric thread pools (OMP_NUM_THREADS,
@@ -92,7 +95,7 @@ type Sandbox struct {
 }
 
 // Requirements are the protections a policy can require, in check order.
-var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock", "memfd_noexec"}
+var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock", "memfd_noexec", "bounded_workspace"}
 
 // Requires reports whether the policy lists req in sandbox.require.
 func (p *Policy) Requires(req string) bool { return slices.Contains(p.Sandbox.Require, req) }

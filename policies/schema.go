@@ -169,6 +169,23 @@ var schema = []Key{
 		bounds: sizeRange{mib, gib},
 	},
 	{
+		Name: "limits.workspace_size", Required: true, Example: `"256MiB"`,
+		Doc: "Size of the fresh `/workspace`, a tmpfs made for the run; writes beyond it fail with `ENOSPC` " +
+			"and the result lists `workspace_size` in `limits_reached`. Its pages are memory of the run's " +
+			"cgroup, so it also counts against `limits.memory` and must be below it. A `--workspace` directory is bounded only " +
+			"when its filesystem is no larger than this and `limits.workspace_inodes` (see `sandbox.require`).",
+		field:  func(p *Policy) any { return &p.Limits.WorkspaceSize },
+		bounds: sizeRange{mib, 64 * gib},
+		check:  checkWorkspaceSize,
+	},
+	{
+		Name: "limits.workspace_inodes", Required: true, Example: `16384`, Unit: "files, directories and links",
+		Doc: "Most inodes of the fresh `/workspace`, its own directory included: creating more fails with `ENOSPC` and the result lists " +
+			"`workspace_inodes` in `limits_reached`.",
+		field:  func(p *Policy) any { return &p.Limits.WorkspaceInodes },
+		bounds: intRange{16, 1 << 24},
+	},
+	{
 		Name: "filesystem.tmp_size", Required: true, Example: `"64MiB"`,
 		Doc:    "Size of the writable tmpfs mounted at `/tmp`; writes beyond it fail with `ENOSPC`.",
 		field:  func(p *Policy) any { return &p.Filesystem.TmpSize },
@@ -184,7 +201,10 @@ var schema = []Key{
 		Name: "sandbox.require", Required: true, Example: `["namespaces", "cgroups", "seccomp"]`,
 		Doc: "Protections the run cannot go without: a host that lacks one refuses the run before it " +
 			"starts (exit 125, status `sandbox_error`, with the fix from `nsbox doctor`). A protection in use " +
-			"but not listed is skipped on such a host, and the run's result reports what was active.",
+			"but not listed is skipped on such a host, and the run's result reports what was active. " +
+			"`bounded_workspace` also refuses a `--workspace` directory whose filesystem is larger than " +
+			"`limits.workspace_size` or `limits.workspace_inodes`: nothing else bounds what a run writes there " +
+			"(the fresh workspace is always bounded).",
 		field:  func(p *Policy) any { return &p.Sandbox.Require },
 		values: func() []string { return Requirements },
 		allowed: func() string {

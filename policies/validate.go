@@ -98,6 +98,16 @@ func checkWholeSeconds(k *Key, p *Policy, at reporter) error {
 	return nil
 }
 
+// checkWorkspaceSize: below limits.memory. The workspace's pages are the
+// run's memory, so a workspace as large as the memory limit would end a
+// run that fills it by the OOM killer instead of ENOSPC.
+func checkWorkspaceSize(k *Key, p *Policy, at reporter) error {
+	if ws, mem := p.Limits.WorkspaceSize, p.Limits.Memory; ws >= mem {
+		return at(k.Name, "%s is not below limits.memory (%s), which the workspace's pages count against (allowed: %s, below limits.memory)", ws, mem, k.Allowed())
+	}
+	return nil
+}
+
 // checkSeccomp: a setting that names something, and not "none" when
 // sandbox.require lists seccomp.
 func checkSeccomp(k *Key, p *Policy, at reporter) error {

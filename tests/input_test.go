@@ -41,6 +41,8 @@ cpu_time = "10s"
 open_files = 256
 file_size = "16MiB"
 stack = "8MiB"
+workspace_size = "64MiB"
+workspace_inodes = 4096
 program_size = "1MiB"
 `+extra+`
 [filesystem]

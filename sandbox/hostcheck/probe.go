@@ -4,8 +4,9 @@ import "github.com/nsbox/nsbox/sandbox/cgroup"
 
 // Probe exercises every feature nsbox uses, the way a run uses it, and
 // reports each as a Check, in a fixed order: the namespaces, the mount
-// API, cgroups and their controllers, seccomp, Landlock, memfd noexec, then the
-// informational proc subset=pid and clone into cgroup.
+// API, cgroups and their controllers, seccomp, Landlock, memfd noexec,
+// the workspace tmpfs, then the informational proc subset=pid and clone
+// into cgroup.
 //
 // exe is the nsbox binary (os.Executable()), re-executed with
 // ChildCommand for the probes that need a child; a test binary whose
@@ -19,7 +20,7 @@ func Probe(exe string) Report {
 	info, err := cgroup.Detect()
 	r.Checks = append(r.Checks, cgroupChecks(info, err)...)
 	r.Notes = append(r.Notes, info.Warnings...)
-	r.Checks = append(r.Checks, seccompCheck(), landlockCheck(), memfdCheck())
+	r.Checks = append(r.Checks, seccompCheck(), landlockCheck(), memfdCheck(), probeWorkspaceTmpfs())
 	r.Checks = append(r.Checks, probeProcSubset(exe), cloneIntoCheck(exe, info.Version, err))
 	return r
 }

@@ -54,7 +54,7 @@ func TestProbeHost(t *testing.T) {
 	mustOK := []string{
 		"user namespace", "mount namespace", "pid namespace", "network namespace", "ipc namespace",
 		"uts namespace", "cgroup namespace", mountAPIName, "cgroups", "seccomp", "landlock",
-		"memfd noexec", procSubsetName, cloneIntoName,
+		"memfd noexec", procSubsetName, cloneIntoName, workspaceTmpfsName,
 	}
 	for _, name := range mustOK {
 		c, ok := byName[name]
@@ -190,6 +190,25 @@ func TestMountAPIPresent(t *testing.T) {
 	mustwork.NeedRoot(t)
 	if err := mountAPIPresent(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProbeWorkspaceTmpfs: the doctor's and Require's checks of
+// bounded_workspace pass as root, and the kernel reports the bounds a
+// tmpfs was made with, whatever they are (the probe would catch a kernel
+// that ignored them).
+func TestProbeWorkspaceTmpfs(t *testing.T) {
+	mustwork.NeedRoot(t)
+	if c := probeWorkspaceTmpfs(); !c.OK || c.Group != BoundedWorkspace {
+		t.Errorf("probe: %+v", c)
+	}
+	if c := workspaceTmpfsPresent(); !c.OK || c.Group != BoundedWorkspace {
+		t.Errorf("cheap check: %+v", c)
+	}
+	for _, b := range [][2]int64{{4 << 20, 100}, {64 << 20, 4096}} {
+		if err := boundedTmpfsRoundTrip(b[0], b[1]); err != nil {
+			t.Errorf("tmpfs of %d bytes, %d inodes: %v", b[0], b[1], err)
+		}
 	}
 }
 

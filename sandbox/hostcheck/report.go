@@ -20,9 +20,13 @@ const (
 	// memfd_create, so the host needs seccomp filter mode (the policy
 	// needs a built-in profile, which policy validation checks).
 	MemfdNoexec = "memfd_noexec"
+	// BoundedWorkspace: a tmpfs bounded in bytes and inodes can be made
+	// for /workspace; a run also refuses a --workspace directory that
+	// nothing bounds (sandbox/supervisor).
+	BoundedWorkspace = "bounded_workspace"
 )
 
-var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock, MemfdNoexec}
+var requirements = []string{Namespaces, Cgroups, Seccomp, Landlock, MemfdNoexec, BoundedWorkspace}
 
 // Requirements returns the known requirement names, in check order.
 func Requirements() []string { return slices.Clone(requirements) }

@@ -61,6 +61,8 @@ func requireChecks(req string) []Check {
 		return []Check{landlockCheck()}
 	case MemfdNoexec:
 		return []Check{memfdCheck()}
+	case BoundedWorkspace:
+		return []Check{workspaceTmpfsPresent()}
 	}
 	return []Check{{Name: req, Group: req, Detail: "bug: no check for this requirement"}}
 }

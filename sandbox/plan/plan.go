@@ -50,6 +50,9 @@ type Plan struct {
 	TmpSize int64         `json:"tmp_size"`
 	ShmSize int64         `json:"shm_size"`
 
+	// Workspace bounds /workspace.
+	Workspace Workspace `json:"workspace"`
+
 	// Runner is the Python runner's config but for its report descriptor,
 	// which the supervisor assigns (spec.Layout).
 	Runner pyrunner.Config `json:"runner"`
@@ -60,6 +63,17 @@ type Plan struct {
 	// Reasons word the limits for a result's reason, as the policy wrote
 	// them.
 	Reasons Reasons `json:"reasons"`
+}
+
+// Workspace bounds /workspace: the fresh tmpfs gets these bounds; a
+// caller's directory is bounded only by its filesystem, when that is no
+// larger than them.
+type Workspace struct {
+	Size   int64 `json:"size"`   // bytes
+	Inodes int64 `json:"inodes"` // files, directories and links
+	// RequireBounded refuses a caller's directory whose filesystem is
+	// larger than Size or Inodes (the policy requires bounded_workspace).
+	RequireBounded bool `json:"require_bounded"`
 }
 
 // Policy is what the result and the audit log record of the policy.

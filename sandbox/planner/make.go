@@ -67,6 +67,11 @@ func Make(p *policies.Policy, f Flags, h plan.Host) (*plan.Plan, error) {
 		TmpSize:     int64(q.Filesystem.TmpSize),
 		ShmSize:     int64(q.Filesystem.ShmSize),
 		Runner:      runner(&q, f),
+		Workspace: plan.Workspace{
+			Size:           int64(q.Limits.WorkspaceSize),
+			Inodes:         q.Limits.WorkspaceInodes,
+			RequireBounded: q.Requires(hostcheck.BoundedWorkspace),
+		},
 		Reasons: plan.Reasons{
 			// Each limit worded as the result has always quoted it.
 			Wall:   "wall clock " + q.Limits.Timeout.Duration.String(),
@@ -231,6 +236,10 @@ func limits(p *policies.Policy, cgroupActive bool) result.Limits {
 		StackBytes:    int64(p.Limits.Stack),
 		TmpBytes:      int64(p.Filesystem.TmpSize),
 		ShmBytes:      int64(p.Filesystem.ShmSize),
+		// The fresh workspace's; the supervisor replaces them for a
+		// caller's directory.
+		WorkspaceBytes:  result.Int64(int64(p.Limits.WorkspaceSize)),
+		WorkspaceInodes: result.Int64(p.Limits.WorkspaceInodes),
 	}
 	if cgroupActive {
 		l.MemoryBytes = result.Int64(int64(p.Limits.Memory))

@@ -219,6 +219,9 @@ func cloneResult(r *Result) *Result {
 	if r.Violations != nil {
 		c.Violations = append([]Violation{}, r.Violations...)
 	}
+	if r.LimitsReached != nil {
+		c.LimitsReached = append([]string{}, r.LimitsReached...)
+	}
 	if r.Error != nil {
 		e := *r.Error
 		c.Error = &e
@@ -251,6 +254,9 @@ func expected(r *Result) *Result {
 	w.Policy = jsonString(w.Policy)
 	if w.Violations == nil {
 		w.Violations = []Violation{}
+	}
+	if w.LimitsReached == nil {
+		w.LimitsReached = []string{}
 	}
 	for i := range w.Violations {
 		v := &w.Violations[i]

@@ -31,6 +31,18 @@ func LimitStatus(limit string) Status {
 	}
 }
 
+// The limits a program can run into without nsbox ending the run, the
+// values of Result.LimitsReached: the program's call fails (ENOSPC) and it
+// carries on or not, so the status stays what its exit says.
+const (
+	ReachedWorkspaceSize   = "workspace_size"   // /workspace had no free space left when the program ended
+	ReachedWorkspaceInodes = "workspace_inodes" // /workspace had no free inode left when the program ended
+)
+
+// ReachedNames returns every value Result.LimitsReached can hold, in
+// documentation order, the order it lists them in.
+func ReachedNames() []string { return []string{ReachedWorkspaceSize, ReachedWorkspaceInodes} }
+
 // Limits are the effective limits of a run: the policy's, after narrowing on
 // the command line. The cgroup limits are nil when no cgroup is active.
 type Limits struct {
@@ -45,6 +57,11 @@ type Limits struct {
 	StackBytes    int64    `json:"stack_bytes"`     // RLIMIT_STACK
 	TmpBytes      int64    `json:"tmp_bytes"`       // /tmp tmpfs size
 	ShmBytes      int64    `json:"shm_bytes"`       // /dev/shm tmpfs size
+	// The bounds of /workspace: the fresh tmpfs's size and inodes, or the
+	// filesystem of a caller's directory that is no larger than the
+	// policy's; nil when nothing bounds it.
+	WorkspaceBytes  *int64 `json:"workspace_bytes"`
+	WorkspaceInodes *int64 `json:"workspace_inodes"`
 }
 
 // The namespaces a run can be in, the values of Sandbox.Namespaces.

@@ -82,6 +82,7 @@ type Result struct {
 	PeakMemoryBytes *int64        `json:"peak_memory_bytes"` // peak memory of the run's cgroup; nil likewise
 	Policy          string        `json:"policy"`
 	Limits          *Limits       `json:"limits"`           // effective limits; nil only if the run was refused before a policy was resolved
+	LimitsReached   []string      `json:"limits_reached"`   // limits the program ran into without the run being ended, from ReachedNames; [] when none
 	Sandbox         *Sandbox      `json:"sandbox"`          // protections that were active; nil if no sandbox was started
 	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
 	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
@@ -179,8 +180,8 @@ func inRange(code int) int {
 
 // WriteJSON writes r as exactly one JSON object followed by "\n", in a single
 // Write, without HTML escaping. A zero Schema is written as SchemaVersion and
-// nil Sandbox.Namespaces as [], so the output always matches the schema; r
-// itself is not modified.
+// nil lists (Violations, LimitsReached, Sandbox.Namespaces) as [], so the
+// output always matches the schema; r itself is not modified.
 func (r *Result) WriteJSON(w io.Writer) error {
 	out := *r
 	if out.Schema == 0 {
@@ -188,6 +189,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	}
 	if out.Violations == nil {
 		out.Violations = []Violation{}
+	}
+	if out.LimitsReached == nil {
+		out.LimitsReached = []string{}
 	}
 	if out.Sandbox != nil && out.Sandbox.Namespaces == nil {
 		sb := *out.Sandbox

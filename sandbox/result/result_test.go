@@ -95,7 +95,7 @@ func decodeObject(t *testing.T, r *Result) map[string]any {
 func TestJSONKeys(t *testing.T) {
 	required := []string{"schema", "id", "status", "exit_code", "signal", "stdout", "stderr",
 		"stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms", "peak_memory_bytes",
-		"policy", "limits", "sandbox", "violations"}
+		"policy", "limits", "limits_reached", "sandbox", "violations"}
 
 	m := decodeObject(t, New("r1", "default"))
 	if len(m) != len(required) {

@@ -183,6 +183,9 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	if got := sb.Properties["memfd_noexec"].Enum; !slices.Equal(got, MemfdNoexecNames()) {
 		t.Errorf("schema sandbox.memfd_noexec enum %v, MemfdNoexecNames() %v", got, MemfdNoexecNames())
 	}
+	if items := s.Properties["limits_reached"].Items; items == nil || !slices.Equal(items.Enum, ReachedNames()) {
+		t.Errorf("schema limits_reached items %+v, want enum ReachedNames() %v", items, ReachedNames())
+	}
 	checkLimitConditions(t, s)
 }
 
@@ -240,6 +243,11 @@ func TestDocMatchesStruct(t *testing.T) {
 	for _, name := range names {
 		if !strings.Contains(doc, "| `"+name+"` |") {
 			t.Errorf("%s has no table row for field %q", docPath, name)
+		}
+	}
+	for _, name := range ReachedNames() {
+		if !strings.Contains(doc, "| `"+name+"` |") {
+			t.Errorf("%s has no table row for limits_reached value %q", docPath, name)
 		}
 	}
 	for _, st := range Statuses() {

@@ -52,18 +52,23 @@ func (sb *Sandbox) Prepare() error {
 	}
 	sb.clean.push(rd.remove)
 	tr.Mark("state dir")
-	// /workspace: a fresh directory owned by the sandbox user, or the
-	// caller's, checked to be writable by it so that the run fails here
-	// with the fix rather than at the program's first write.
-	ws := sb.o.Workspace
-	if ws == "" {
-		ws, err = rd.freshWorkspace()
+	// /workspace, as a detached mount whose flags are final before the
+	// init can see it (noexec, nosuid, nodev): a fresh tmpfs bounded in
+	// bytes and inodes, or the caller's directory, checked to be writable
+	// by the sandbox user and refused when the plan requires a bounded
+	// workspace and nothing bounds it. The result reports the bounds.
+	var ws *workspace
+	if sb.o.Workspace == "" {
+		ws, err = freshWorkspace(pl.Workspace)
 	} else {
-		err = checkWorkspace(ws)
+		ws, err = givenWorkspace(sb.o.Workspace, pl.Workspace)
 	}
 	if err != nil {
 		return sb.fail("workspace", err)
 	}
+	sb.clean.push(ws.close)
+	sb.ws = ws
+	sb.r.Limits.WorkspaceBytes, sb.r.Limits.WorkspaceInodes = ws.bytes, ws.inodes
 	tr.Mark("workspace")
 
 	// The seccomp filter, compiled before the init exists (a built-in
@@ -86,18 +91,19 @@ func (sb *Sandbox) Prepare() error {
 		sb.clean.push(cg.Destroy)
 		sb.conf.cg = cg
 		limits := pl.Limits
+		limits.WorkspaceBytes, limits.WorkspaceInodes = ws.bytes, ws.inodes
 		sb.r.Limits = &limits
 	}
 	tr.Mark("cgroup")
 
-	// The root read-only and /workspace read-write (noexec), both as
-	// detached mounts whose flags are final before the init can see them:
-	// the init never resolves a host path.
-	rootMnt, wsMnt, err := openBinds(root.Dir, ws)
+	// The root read-only, as a detached mount whose flags are final
+	// before the init can see it, like /workspace's: the init never
+	// resolves a host path.
+	rootMnt, err := detachedBind(root.Dir, false)
 	if err != nil {
 		return sb.fail("mounts", err)
 	}
-	sb.clean.pushClose(rootMnt, wsMnt)
+	sb.clean.pushClose(rootMnt)
 	tr.Mark("mounts")
 	// The runner's report pipe: the write end goes to the init, the read
 	// end is drained here while the program runs.
@@ -131,7 +137,7 @@ func (sb *Sandbox) Prepare() error {
 	if exe == "" {
 		exe = initExe()
 	}
-	l, err := start(exe, inherited{root: rootMnt, workspace: wsMnt, report: reportW, tasks: tasks}, fds, sb.conf.cg)
+	l, err := start(exe, inherited{root: rootMnt, workspace: ws.mnt, report: reportW, tasks: tasks}, fds, sb.conf.cg)
 	if err != nil {
 		return sb.fail("start init", err)
 	}
@@ -139,7 +145,7 @@ func (sb *Sandbox) Prepare() error {
 	sb.clean.push(l.closeHostEnds)
 	// The init has its copies: the host ends of what it inherited go now
 	// (the report pipe's EOF must come only from the sandbox's side).
-	closeAll(rootMnt, wsMnt, reportW)
+	closeAll(rootMnt, ws.mnt, reportW)
 	closeAll(tasks...)
 	sb.rep = readReport(reportR)
 	sb.r.Sandbox = sb.active()

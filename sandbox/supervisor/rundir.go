@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // DefaultStateDir holds per-run directories (runs/ID) while runs are live.
@@ -75,20 +73,9 @@ func newRunDir(state, id string) (*runDir, error) {
 // it alone unless it is old (its supervisor died during setup).
 const newPrefix = ".new-"
 
-// freshWorkspace creates an empty /workspace owned by the sandbox user.
-func (d *runDir) freshWorkspace() (string, error) {
-	ws := filepath.Join(d.path, "workspace")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		return "", fmt.Errorf("create workspace %s: %w", ws, err)
-	}
-	if err := os.Chown(ws, spec.HostIDBase+spec.SandboxID, spec.HostIDBase+spec.SandboxID); err != nil {
-		return "", fmt.Errorf("chown workspace %s: %w", ws, err)
-	}
-	return ws, nil
-}
-
-// remove deletes the run directory (with a fresh workspace in it) and
-// releases the lock. RemoveAll does not follow symlinks the program left.
+// remove deletes the run directory and releases the lock. The program
+// never sees the directory (its fresh /workspace is a tmpfs of its own,
+// freshWorkspace), so it holds nothing but the lock.
 func (d *runDir) remove() error {
 	err := os.RemoveAll(d.path)
 	d.lock.Close()

@@ -73,28 +73,15 @@ func (in inherited) files(sync *os.File, fds spec.FDs) ([]*os.File, error) {
 	return out, nil
 }
 
-// openBinds prepares the root filesystem and /workspace as detached mounts
-// (open_tree with OPEN_TREE_CLONE): the root read-only, /workspace
-// writable but noexec, both nosuid and nodev. The init only attaches them
-// with move_mount: it never resolves a host path itself, needs no search
-// permission on the way (a workspace under /root works), and cannot get a
-// writable copy of the read-only root. Needs Linux 5.12 (mount_setattr).
-func openBinds(rootDir, workspace string) (root, ws *os.File, err error) {
-	root, err = detachedBind(rootDir, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	ws, err = detachedBind(workspace, true)
-	if err != nil {
-		root.Close()
-		return nil, nil, err
-	}
-	return root, ws, nil
-}
-
 // detachedBind clones the mount of src (not its submounts) into a detached
-// mount and sets its flags. Flags on a detached mount apply before anyone
-// can see it, so there is no window where the bind is writable.
+// mount (open_tree with OPEN_TREE_CLONE) and sets its flags: the root
+// read-only, a caller's /workspace writable but noexec, both nosuid and
+// nodev. Flags on a detached mount apply before anyone can see it, so
+// there is no window where the bind is writable. The init only attaches
+// it with move_mount: it never resolves a host path itself, needs no
+// search permission on the way (a workspace under /root works), and
+// cannot get a writable copy of the read-only root. Needs Linux 5.12
+// (mount_setattr).
 func detachedBind(src string, writable bool) (*os.File, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {

@@ -85,6 +85,7 @@ type Sandbox struct {
 
 	clean cleanup
 	root  *roots.Root
+	ws    *workspace // /workspace and what bounds it
 	conf  confinement
 	l     *launch       // the started init
 	rep   *reportReader // the runner's report pipe, read end
@@ -112,6 +113,9 @@ func New(o Options) *Sandbox {
 	}
 	r := result.New(o.ID, o.Plan.Policy.Name)
 	r.Limits = o.Plan.LimitsWithoutCgroup()
+	if o.Workspace != "" { // bounded or not: the workspace step looks
+		r.Limits.WorkspaceBytes, r.Limits.WorkspaceInodes = nil, nil
+	}
 	return &Sandbox{o: o, r: r, start: trace.Now()}
 }
 
