@@ -80,12 +80,13 @@ func TestSocketFamiliesRefused(t *testing.T) {
 }
 
 // loopbackPolicy writes a policy: permissive with loopback sockets, and
-// memory as the memory limit when not "".
+// memory as the memory limit when not "" (with a workspace small enough
+// to fit in it, as the policy loader requires).
 func loopbackPolicy(t *testing.T, memory string) string {
 	t.Helper()
 	s := "extends = \"permissive\"\n"
 	if memory != "" {
-		s += "[limits]\nmemory = \"" + memory + "\"\n"
+		s += "[limits]\nmemory = \"" + memory + "\"\nworkspace_size = \"16MiB\"\n"
 	}
 	s += "[sandbox]\nloopback_sockets = true\n"
 	p := filepath.Join(t.TempDir(), "loopback.toml")
