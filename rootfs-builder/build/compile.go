@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,7 +32,7 @@ func (b *builder) compile() error {
 	dirs = append(dirs, sp)
 	args := append([]string{"-I", "-m", "compileall", "-q", "-f", "-j0",
 		"--invalidation-mode", "unchecked-hash", "-s", b.root, "-p", "/"}, dirs...)
-	cmd := exec.CommandContext(b.ctx, b.o.Python, args...)
+	cmd := b.command(b.o.Python, args...)
 	out, runErr := cmd.CombinedOutput()
 	invalid := map[string]bool{}
 	for _, m := range compileErrRe().FindAllSubmatch(out, -1) {

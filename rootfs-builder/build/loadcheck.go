@@ -3,11 +3,9 @@ package build
 import (
 	"bytes"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // checkLoadable asks the root's own dynamic loader, chrooted into the
@@ -59,8 +57,8 @@ func (b *builder) listInRoot(loader, hostPath string) error {
 	if filepath.Base(p) == filepath.Base(loader) {
 		return nil // the loader itself, under any of its names
 	}
-	cmd := exec.CommandContext(b.ctx, loader, "--list", p)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: b.root}
+	cmd := b.command(loader, "--list", p)
+	cmd.SysProcAttr.Chroot = b.root
 	cmd.Dir, cmd.Env = "/", []string{}
 	out, err := cmd.CombinedOutput()
 	if bytes.Contains(out, []byte("not found")) || err != nil {

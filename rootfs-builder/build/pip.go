@@ -53,7 +53,7 @@ func (b *builder) installPackages() error {
 	if b.o.PipCacheDir != "" {
 		args = append(args, "--cache-dir", b.o.PipCacheDir)
 	}
-	cmd := exec.CommandContext(b.ctx, pip, args...)
+	cmd := b.command(pip, args...)
 	cmd.Env = pipEnv(os.Environ())
 	cmd.Dir = scratch
 	out, err := cmd.CombinedOutput()
@@ -82,7 +82,7 @@ func (b *builder) findPip() (string, error) {
 		}
 	}
 	for _, c := range cands {
-		cmd := exec.CommandContext(b.ctx, c, "-m", "pip", "--version")
+		cmd := b.command(c, "-m", "pip", "--version")
 		cmd.Env = pipEnv(os.Environ())
 		if cmd.Run() == nil {
 			return c, nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -33,7 +32,7 @@ print(json.dumps({
 
 // inspect asks the interpreter for its version and directories.
 func (b *builder) inspect() error {
-	cmd := exec.CommandContext(b.ctx, b.o.Python, "-I", "-S", "-c", inspectScript)
+	cmd := b.command(b.o.Python, "-I", "-S", "-c", inspectScript)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
