@@ -52,14 +52,32 @@ func (sb *Sandbox) Prepare() error {
 	}
 	sb.clean.push(rd.remove)
 	tr.Mark("state dir")
-	// /workspace: a fresh directory owned by the sandbox user, or the
-	// caller's, checked to be writable by it so that the run fails here
-	// with the fix rather than at the program's first write.
-	ws := sb.o.Workspace
+	// The run's own host uids and gids, unshared with any other run, so
+	// that what the kernel counts per user is the run's alone (ids.go).
+	// Released last, once no process of the run is left.
+	idRange := sb.o.IDRange
+	if idRange == (IDRange{}) {
+		if idRange, err = IDRangeFromEnv(); err != nil {
+			return sb.fail("ids", err)
+		}
+	}
+	ids, err := allocIDs(idRange, IDLockDir, sb.o.ID)
+	if err != nil {
+		return sb.fail("ids", err)
+	}
+	sb.clean.push(ids.release)
+	sb.ids = ids
+	tr.Mark("ids")
+	// /workspace: a fresh directory owned by the program's uid, or the
+	// caller's, idmapped where it can be and checked to be writable, so
+	// that the run fails here with the reason rather than at the
+	// program's first write.
+	ws, wsMnt := sb.o.Workspace, (*os.File)(nil)
 	if ws == "" {
-		ws, err = rd.freshWorkspace()
+		ws, err = rd.freshWorkspace(ids)
 	} else {
-		err = checkWorkspace(ws)
+		wsMnt, err = userWorkspace(ws, ids)
+		sb.clean.pushClose(wsMnt)
 	}
 	if err != nil {
 		return sb.fail("workspace", err)
@@ -93,7 +111,7 @@ func (sb *Sandbox) Prepare() error {
 	// The root read-only and /workspace read-write (noexec), both as
 	// detached mounts whose flags are final before the init can see them:
 	// the init never resolves a host path.
-	rootMnt, wsMnt, err := openBinds(root.Dir, ws)
+	rootMnt, wsMnt, err := openBinds(root.Dir, ws, wsMnt)
 	if err != nil {
 		return sb.fail("mounts", err)
 	}
@@ -131,7 +149,7 @@ func (sb *Sandbox) Prepare() error {
 	if exe == "" {
 		exe = initExe()
 	}
-	l, err := start(exe, inherited{root: rootMnt, workspace: wsMnt, report: reportW, tasks: tasks}, fds, sb.conf.cg)
+	l, err := start(exe, inherited{root: rootMnt, workspace: wsMnt, report: reportW, tasks: tasks}, fds, sb.conf.cg, ids)
 	if err != nil {
 		return sb.fail("start init", err)
 	}

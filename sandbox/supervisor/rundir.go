@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // DefaultStateDir holds per-run directories (runs/ID) while runs are live.
@@ -75,13 +73,14 @@ func newRunDir(state, id string) (*runDir, error) {
 // it alone unless it is old (its supervisor died during setup).
 const newPrefix = ".new-"
 
-// freshWorkspace creates an empty /workspace owned by the sandbox user.
-func (d *runDir) freshWorkspace() (string, error) {
+// freshWorkspace creates an empty /workspace owned by the run's program
+// (its host uid and gid, ids.Sandbox).
+func (d *runDir) freshWorkspace(ids *runIDs) (string, error) {
 	ws := filepath.Join(d.path, "workspace")
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return "", fmt.Errorf("create workspace %s: %w", ws, err)
 	}
-	if err := os.Chown(ws, spec.HostIDBase+spec.SandboxID, spec.HostIDBase+spec.SandboxID); err != nil {
+	if err := os.Chown(ws, int(ids.Sandbox), int(ids.Sandbox)); err != nil {
 		return "", fmt.Errorf("chown workspace %s: %w", ws, err)
 	}
 	return ws, nil
