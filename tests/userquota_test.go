@@ -254,3 +254,72 @@ for _ in range(1000):
 		t.Errorf("both runs have host uid %d", a[0].uid)
 	}
 }
+
+// quotaLimitsAttack tries what the run's own limits refuse: a user
+// namespace (and with it capabilities), a fanotify group, POSIX message
+// queues past RLIMIT_MSGQUEUE (8 queues of the largest size), locked memory past RLIMIT_MEMLOCK. It
+// prints, for each, "ok" or the error.
+const quotaLimitsAttack = `
+import ctypes, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+def res(r):
+    return "ok" if r >= 0 else os.strerror(ctypes.get_errno())
+print("USERNS", res(libc.unshare(0x10000000)))           # CLONE_NEWUSER
+print("FANOTIFY", res(libc.fanotify_init(0x200, 0)))     # FAN_REPORT_FID, O_RDONLY
+class attr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long), ("curmsgs", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+a = attr(0, 10, 8192, 0)                                  # the largest a queue may be: 80 KiB
+r = 0
+for i in range(8):                                        # 640 KiB in all
+    r = libc.mq_open(b"/nsbox-test-%d" % i, 0o102, 0o600, ctypes.byref(a))  # O_CREAT|O_RDWR
+    if r < 0:
+        break
+print("MQUEUE", res(r))
+buf = mmap.mmap(-1, 1 << 20)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+print("MLOCK", res(libc.mlock(ctypes.c_void_p(addr), ctypes.c_size_t(1 << 20))))
+`
+
+// TestUserQuotasInside: a user namespace, a fanotify group, a large POSIX
+// message queue and locked memory are refused under every built-in
+// policy (OS layer only). Their seccomp profiles deny the first three
+// before the kernel counts anything (and Landlock refuses the queue's
+// file), so the run's own limits are proven under permissive with neither
+// seccomp nor Landlock: the user namespace's
+// max_user_namespaces and max_fanotify_groups (0) and the program's
+// RLIMIT_MSGQUEUE and RLIMIT_MEMLOCK refuse them by themselves.
+func TestUserQuotasInside(t *testing.T) {
+	needRoot(t)
+	noSeccomp := writePolicy(t, "permissive", map[string]string{`seccomp = "default"`: "seccomp = \"none\"\nlandlock = false"})
+	for _, tc := range []struct {
+		name, policy string
+		want         []string
+	}{
+		{"permissive", "permissive", nil},
+		{"default", osOnly(t, "default"), nil},
+		{"strict", osOnly(t, "strict"), nil},
+		{"permissive without seccomp and landlock", noSeccomp, []string{
+			"USERNS No space left on device", "FANOTIFY Too many open files",
+			"MQUEUE Too many open files", "MLOCK Cannot allocate memory",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := runPyLayer(t, tc.policy, quotaLimitsAttack)
+			o.wantStatus(t, result.StatusOK)
+			t.Logf("%s: %q", tc.name, o.res.Stdout)
+			if n := strings.Count(o.res.Stdout, "\n"); n != 4 {
+				t.Fatalf("want 4 answers, got %q", o.res.Stdout)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(o.res.Stdout), "\n") {
+				if strings.HasSuffix(l, " ok") {
+					t.Errorf("%s: allowed", l)
+				}
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(o.res.Stdout, want) {
+					t.Errorf("want %q in %q", want, o.res.Stdout)
+				}
+			}
+		})
+	}
+}
