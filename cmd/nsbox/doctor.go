@@ -160,7 +160,7 @@ func idmapCheck(dir string) hostcheck.Check {
 		return c
 	}
 	c.OK = true
-	c.Detail = dir + ": the program's files belong to the directory's owner (a root-owned directory is never idmapped)"
+	c.Detail = dir + ": can be idmapped"
 	return c
 }
 
