@@ -123,7 +123,9 @@ func idmapUserns(uid, gid, to uint32) (*os.File, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start the idmap user namespace's process: %w", err)
+		// A host that refuses the tracee (Yama's ptrace_scope 3, say)
+		// cannot idmap this way: the old rule applies, with the reason.
+		return nil, fmt.Errorf("%w: cannot start the process of an idmap user namespace: %v", errNoIdmap, err)
 	}
 	defer func() {
 		p.Kill()
