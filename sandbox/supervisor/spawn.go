@@ -122,9 +122,9 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 
 // start re-executes exe as the init in new namespaces, with in at the
 // descriptors fds names, as the run's host ids. Go's fork code writes the
-// uid/gid maps from here before the child execs. On cgroup v2 the init is cloned straight into
-// cg (CLONE_INTO_CGROUP, Linux 5.7), so not one instruction of it runs
-// outside its limits.
+// uid/gid maps from here before the child execs. On cgroup v2 the init is
+// cloned straight into cg (CLONE_INTO_CGROUP, Linux 5.7), so not one
+// instruction of it runs outside its limits.
 //
 // The init is forked, waited for and reaped on one goroutine locked to
 // its own thread: PDEATHSIG fires when the thread that forked the init
