@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,6 +63,7 @@ time.sleep(3)
 `
 	var uids []string
 	var owner uint32
+	var uidMap string
 	o := nsbox(t, run{
 		args: []string{"run", "--json", "--workspace", ws, "-c", code},
 		whileRuns: func(p *os.Process) {
@@ -80,6 +82,8 @@ time.sleep(3)
 					}
 				}
 				owner = usernsOwner(t, c)
+				m, _ := os.ReadFile(filepath.Join("/proc", c, "uid_map"))
+				uidMap = strings.Join(strings.Fields(string(m)), " ")
 			}
 		},
 	})
@@ -95,6 +99,11 @@ time.sleep(3)
 		}
 		if owner != uint32(n)-1 {
 			t.Errorf("user namespace owned by host uid %d, want the run's init id %d", owner, n-1)
+		}
+		// As the host sees it: inside 0 and 1000 are the run's pair, and
+		// nothing else (host root least of all) is mapped.
+		if want := fmt.Sprintf("0 %d 1 1000 %d 1", n-1, n); uidMap != want {
+			t.Errorf("uid_map %q, want %q", uidMap, want)
 		}
 	}
 }
