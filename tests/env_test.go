@@ -114,7 +114,7 @@ func TestTracePhases(t *testing.T) {
 		}
 	}
 	want := []string{"start-up", "policy and input", "plan", "read program", "root build", "audit begin",
-		"rootfs", "state dir", "workspace", "seccomp", "cgroup", "mounts", "report pipe", "spec", "start init",
+		"rootfs", "state dir", "ids", "workspace", "seccomp", "cgroup", "mounts", "report pipe", "spec", "start init",
 		"audit row", "ready", "exec", "program", "collect", "cleanup",
 		"audit finish", "audit close"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
@@ -122,7 +122,7 @@ func TestTracePhases(t *testing.T) {
 	}
 	// The init's steps, in the order the init runs them (landlock only
 	// where the kernel has it).
-	wantInit := "runtime start,check namespaces,read spec,cgroup attach,wait for go,make / private," +
+	wantInit := "runtime start,check namespaces,read spec,cgroup attach,wait for go,userns limits,make / private," +
 		"attach root,binds,mount /tmp,mount /dev,mount /proc,pivot_root,check / read-only,sethostname," +
 		"loopback up,setsid,drop bounding set,drop uid/gid,clear capabilities,re-arm pdeathsig," +
 		"verify cwd,close fds,rlimits,no_new_privs"

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/spec"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
 // nsboxBin is the binary under test: $NSBOX_BIN (make test sets it) or one
@@ -31,6 +32,8 @@ var nsboxBin string
 
 func TestMain(m *testing.M) {
 	code := func() int {
+		unlock := takeIDRange()
+		defer unlock()
 		nsboxBin = os.Getenv("NSBOX_BIN")
 		if nsboxBin == "" {
 			dir, err := os.MkdirTemp("", "nsbox-test-bin")
@@ -58,8 +61,62 @@ func needRoot(t *testing.T) {
 	mustwork.NeedRoot(t)
 }
 
-// sandboxHostUID is the host uid the program runs as.
-const sandboxHostUID = spec.HostIDBase + spec.SandboxID
+// suiteIDs is the host id range of every run this test process starts
+// (NSBOX_ID_RANGE, set for every child by takeIDRange): the sandboxes of
+// this suite are the processes with an id in it, and no other suite's.
+var suiteIDs supervisor.IDRange
+
+// Blocks of host ids for test suites: far from supervisor.DefaultIDRange,
+// one per concurrent suite.
+const (
+	suiteIDBase   = 2_100_000_000
+	suiteIDCount  = 1024
+	suiteIDBlocks = 64
+)
+
+// takeIDRange claims a block of host ids for this test process, locked
+// for its whole life, and hands it to every nsbox it starts. Two suites
+// at once (another worktree's, say) then run with disjoint ids: the
+// cleanups below that kill a suite's leftover sandboxes never reach the
+// other's.
+func takeIDRange() (unlock func()) {
+	dir := filepath.Join(os.TempDir(), "nsbox-test-ids")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		panic(err)
+	}
+	for i := range suiteIDBlocks {
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			panic(err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		suiteIDs = supervisor.IDRange{Base: suiteIDBase + uint32(i)*suiteIDCount, Count: suiteIDCount}
+		os.Setenv("NSBOX_ID_RANGE", suiteIDs.String())
+		return func() { f.Close() }
+	}
+	panic("no free block of test host ids in " + dir)
+}
+
+// inSuite reports whether host id (a decimal string) is one of this
+// suite's.
+func inSuite(id string) bool {
+	n, err := strconv.ParseUint(id, 10, 32)
+	return err == nil && n >= uint64(suiteIDs.Base) && n < uint64(suiteIDs.Base)+uint64(suiteIDs.Count)
+}
+
+// isProgramID reports whether host id is a program's (inside SandboxID),
+// not an init's: the second of a run's pair.
+func isProgramID(id uint32) bool {
+	return inSuite(strconv.FormatUint(uint64(id), 10)) && (id-suiteIDs.Base)%supervisor.IDsPerRun == 1
+}
+
+// wsOwnerUID owns the directories sandboxWorkspace makes: a regular,
+// unprivileged host uid (the sandbox's fixed uid before runs had their
+// own), which the idmapped /workspace maps to the run's program.
+const wsOwnerUID = 2_000_001_000
 
 // run is one nsbox invocation.
 type run struct {
@@ -207,7 +264,8 @@ func (o *outcome) noLeftovers(t *testing.T) {
 	}
 }
 
-// sandboxProcesses lists live host pids running as the sandbox user.
+// sandboxProcesses lists live host pids of this suite's sandboxes: those
+// with any uid of the suite's range.
 func sandboxProcesses(t *testing.T) []string {
 	t.Helper()
 	var pids []string
@@ -228,7 +286,7 @@ func sandboxProcesses(t *testing.T) []string {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(sandboxHostUID) {
+			if f := strings.Fields(line); len(f) >= 5 && f[0] == "Uid:" && slices.ContainsFunc(f[1:], inSuite) {
 				pids = append(pids, d.Name())
 			}
 		}
@@ -257,15 +315,15 @@ func mustHave(t *testing.T, cmd string) {
 	}
 }
 
-// sandboxWorkspace returns a host dir the sandbox user may write, for
-// --workspace tests.
+// sandboxWorkspace returns a host dir for --workspace tests, owned by
+// wsOwnerUID: idmapped, it is the program's to write.
 func sandboxWorkspace(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(dir, sandboxHostUID, sandboxHostUID); err != nil {
+	if err := os.Chown(dir, wsOwnerUID, wsOwnerUID); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -1,19 +1,22 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // TestUnprivilegedIdentity checks the program's credentials from inside
 // (uid, groups, every capability set, no_new_privs) and from the host (a
-// file it creates is owned by the unprivileged sandbox uid, not root).
+// file it creates in the idmapped workspace is owned by the directory's
+// owner, never root).
 func TestUnprivilegedIdentity(t *testing.T) {
 	needRoot(t)
 	ws := sandboxWorkspace(t)
@@ -41,13 +44,15 @@ open("/workspace/owned", "w").write("x")
 		t.Fatalf("host: file written in /workspace: %v", err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if st.Uid == 0 || st.Gid == 0 || st.Uid != sandboxHostUID {
-		t.Errorf("host: file owned by %d:%d, want %d (never root)", st.Uid, st.Gid, sandboxHostUID)
+	if st.Uid == 0 || st.Gid == 0 || st.Uid != wsOwnerUID || st.Gid != wsOwnerUID {
+		t.Errorf("host: file owned by %d:%d, want the workspace's owner %d (never root)", st.Uid, st.Gid, wsOwnerUID)
 	}
 }
 
 // TestProgramUIDFromHost looks at the running program from the host: its
-// /proc status shows the unprivileged host uid in every slot.
+// /proc status shows one unprivileged host uid of the run's own in every
+// slot, and its user namespace is owned by the run's init id (not host
+// root, whose per-user quotas it would otherwise spend).
 func TestProgramUIDFromHost(t *testing.T) {
 	needRoot(t)
 	ws := sandboxWorkspace(t)
@@ -57,6 +62,8 @@ open("/workspace/started", "w").close()
 time.sleep(3)
 `
 	var uids []string
+	var owner uint32
+	var uidMap string
 	o := nsbox(t, run{
 		args: []string{"run", "--json", "--workspace", ws, "-c", code},
 		whileRuns: func(p *os.Process) {
@@ -74,6 +81,9 @@ time.sleep(3)
 						uids = append(uids, l)
 					}
 				}
+				owner = usernsOwner(t, c)
+				m, _ := os.ReadFile(filepath.Join("/proc", c, "uid_map"))
+				uidMap = strings.Join(strings.Fields(string(m)), " ")
 			}
 		},
 	})
@@ -83,12 +93,36 @@ time.sleep(3)
 	}
 	for _, l := range uids {
 		f := strings.Fields(l)
-		for _, id := range f[1:] {
-			if id != strconv.Itoa(sandboxHostUID) {
-				t.Errorf("program uid line from host %q: want %d everywhere", l, sandboxHostUID)
-			}
+		n, _ := strconv.ParseUint(f[1], 10, 32)
+		if len(f) != 5 || !isProgramID(uint32(n)) || f[2] != f[1] || f[3] != f[1] || f[4] != f[1] {
+			t.Errorf("program uid line from host %q: want one program id of range %s everywhere", l, suiteIDs)
+		}
+		if owner != uint32(n)-1 {
+			t.Errorf("user namespace owned by host uid %d, want the run's init id %d", owner, n-1)
+		}
+		// As the host sees it: inside 0 and 1000 are the run's pair, and
+		// nothing else (host root least of all) is mapped.
+		if want := fmt.Sprintf("0 %d 1 1000 %d 1", n-1, n); uidMap != want {
+			t.Errorf("uid_map %q, want %q", uidMap, want)
 		}
 	}
+}
+
+// usernsOwner returns the host uid owning pid's user namespace
+// (NS_GET_OWNER_UID).
+func usernsOwner(t *testing.T, pid string) uint32 {
+	t.Helper()
+	f, err := os.Open(filepath.Join("/proc", pid, "ns", "user"))
+	if err != nil {
+		t.Fatalf("open user namespace of %s: %v", pid, err)
+	}
+	defer f.Close()
+	var uid uint32
+	const nsGetOwnerUID = 0xb704 // _IO(0xb7, 0x4)
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 {
+		t.Fatalf("NS_GET_OWNER_UID of %s: %v", pid, e)
+	}
+	return uid
 }
 
 // childrenOf lists the children of pid, forked by any of its threads.

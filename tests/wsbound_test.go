@@ -335,7 +335,9 @@ require_add = ["bounded_workspace"]
 	if err := os.Mkdir(small, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	opts := fmt.Sprintf("size=8m,nr_inodes=64,mode=0700,uid=%d,gid=%d", sandboxHostUID, sandboxHostUID)
+	// Owned by a user of its own, as a caller's directory is: the run
+	// idmaps it to its program.
+	opts := "size=8m,nr_inodes=64,mode=0700,uid=4242,gid=4242"
 	if err := unix.Mount("tmpfs", small, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		t.Fatalf("mount a small tmpfs: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -29,9 +30,11 @@ func doctorCommand() *cli.Command {
 			"IPC, UTS and cgroup namespaces, a detached read-only mount attached in one of them, a procfs with\n" +
 			"subset=pid, the cgroup controllers and their accounting of socket buffers, seccomp, the Landlock ABI,\n" +
 			"what keeps a program from executing a file it makes in memory (memfd noexec) and, on cgroup v2, a\n" +
-			"child cloned straight into a temporary cgroup. It changes nothing on the host and removes what it\n" +
-			"creates. It prints one line per feature (ok or MISSING, what was found, the first Linux version\n" +
-			"with it, the requirement it belongs to) and how to fix what is missing.\n" +
+			"child cloned straight into a temporary cgroup. It reports the host id range runs take their uids\n" +
+			"from (NSBOX_ID_RANGE) and whether a --workspace on the filesystem of --workspace can be idmapped.\n" +
+			"It changes nothing on the host and removes what it creates. It prints one line per feature (ok or\n" +
+			"MISSING, what was found, the first Linux version with it, the requirement it belongs to) and how\n" +
+			"to fix what is missing.\n" +
 			"\n" +
 			"Exit status: 0 when every requirement of the policy (its sandbox.require) can be enforced here,\n" +
 			"1 when one cannot (nsbox run refuses that policy on this host), 125 when doctor itself failed.\n" +
@@ -47,6 +50,8 @@ func doctorCommand() *cli.Command {
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Value: "strict",
 				Usage: "built-in policy name (" + fmt.Sprint(policies.BuiltinNames()) + ") or path of a policy TOML file whose requirements are checked"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table"},
+			&cli.StringFlag{Name: "workspace", Value: ".",
+				Usage: "directory whose filesystem the idmapped-workspace check probes (one you mean to pass to nsbox run --workspace)"},
 		},
 		Action: doctorAction,
 	}
@@ -94,7 +99,7 @@ func doctor(c *cli.Context) error {
 		return fmt.Errorf("find the nsbox binary to re-execute for the probes: %w", err)
 	}
 	d := diagnose(probeHost(exe), pol.Name, reqs)
-	d.Checks = append(d.Checks, initCheck())
+	d.Checks = append(d.Checks, initCheck(), idRangeCheck(), idmapCheck(c.String("workspace")))
 	if c.Bool("json") {
 		err = d.writeJSON(c.App.Writer)
 	} else {
@@ -121,6 +126,43 @@ func initCheck() hostcheck.Check {
 	}
 	defer f.Close()
 	c.Detail = f.Name() + " (built without cgo)"
+	return c
+}
+
+// idRangeCheck reports the host ids runs take their own from
+// (NSBOX_ID_RANGE).
+func idRangeCheck() hostcheck.Check {
+	c := hostcheck.Check{Name: "host id range", MinKernel: "-"}
+	r, err := supervisor.IDRangeFromEnv()
+	if err != nil {
+		c.Detail = err.Error()
+		c.Hint = "set NSBOX_ID_RANGE=BASE:COUNT to even numbers clear of 0-65535 and systemd's container range, or unset it for " +
+			supervisor.DefaultIDRange.String()
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("%s: uids and gids %d-%d, %d runs at once", r, r.Base, r.Base+r.Count-1, r.Slots())
+	return c
+}
+
+// idmapCheck reports whether a --workspace in dir would be idmapped.
+func idmapCheck(dir string) hostcheck.Check {
+	c := hostcheck.Check{Name: "idmapped workspace", MinKernel: "5.12"}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	r, err := supervisor.IDRangeFromEnv()
+	if err != nil {
+		r = supervisor.DefaultIDRange
+	}
+	if err := supervisor.ProbeIdmap(dir, r); err != nil {
+		c.Detail = dir + ": " + err.Error()
+		c.Hint = "a --workspace there must be writable by others, and the program's files belong to the run's own uid; " +
+			"use a directory on ext4, xfs, btrfs or tmpfs (Linux 6.3) for files owned by the directory's owner"
+		return c
+	}
+	c.OK = true
+	c.Detail = dir + ": can be idmapped"
 	return c
 }
 

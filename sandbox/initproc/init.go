@@ -78,6 +78,13 @@ func run(syncFD int, started int64) error {
 		return result.StepError("wait for go", err)
 	}
 	tr.Mark("wait for go")
+	// The run's user namespace counts its users' namespaces, inotify
+	// instances and watches and fanotify marks against its own limits,
+	// far below the host's, before anything of the program exists.
+	if err := setUsernsLimits("/proc"); err != nil {
+		return result.StepError("userns limits", err)
+	}
+	tr.Mark("userns limits")
 
 	// No mount or unmount done here may propagate to the host, and no host
 	// mount event may reach in.

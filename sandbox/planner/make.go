@@ -170,15 +170,34 @@ func socketBytes(filter string, memory int64) int64 {
 // deliberately no RLIMIT_AS: address space is not memory (JITs and
 // numeric libraries reserve far more than they use); memory is the
 // cgroup's job.
+//
+// The three per-user kernel counts a Python program has no use for in
+// bulk are fixed, not policy keys (userQuotas): the run's own host uid
+// already keeps them from reaching host root or another run; these keep
+// one run's use of kernel memory small as well.
 func rlimits(l policies.Limits) []spec.Rlimit {
 	secs := uint64(l.CPUTime.Duration / time.Second)
-	return []spec.Rlimit{
+	return append([]spec.Rlimit{
 		{Resource: unix.RLIMIT_CORE, Cur: 0, Max: 0},
 		{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)},
 		{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)},
 		{Resource: unix.RLIMIT_STACK, Cur: uint64(l.Stack), Max: uint64(l.Stack)},
 		{Resource: unix.RLIMIT_CPU, Cur: secs, Max: secs},
-	}
+	}, userQuotas...)
+}
+
+// userQuotas bound what the kernel counts per user rather than per
+// process, for all the program's processes together:
+//   - RLIMIT_SIGPENDING: queued signals (real-time signals, POSIX timers);
+//     the standard library queues none beyond one per signal;
+//   - RLIMIT_MSGQUEUE: bytes of POSIX message queues, which the standard
+//     library does not use (three queues of the default size fit);
+//   - RLIMIT_MEMLOCK: locked memory (mlock, SHM_LOCK), which nothing in a
+//     sandboxed program needs; it is the kernel's old default.
+var userQuotas = []spec.Rlimit{
+	{Resource: unix.RLIMIT_SIGPENDING, Cur: 1024, Max: 1024},
+	{Resource: unix.RLIMIT_MSGQUEUE, Cur: 256 << 10, Max: 256 << 10},
+	{Resource: unix.RLIMIT_MEMLOCK, Cur: 64 << 10, Max: 64 << 10},
 }
 
 // env is spec.BaseEnv, the thread-pool sizes from the CPU quota

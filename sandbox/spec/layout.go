@@ -5,15 +5,13 @@ package spec
 // through its config); they are written here and nowhere else.
 
 // Inside-the-sandbox identities. The init runs as RootID until it drops to
-// SandboxID right before exec; both map to unprivileged host ids (see
-// HostIDBase), never to host root.
+// SandboxID right before exec. Both map to unprivileged host ids of the
+// run's own, never to host root: the supervisor allocates them per run
+// (sandbox/supervisor/ids.go) and writes the maps before the init runs, so
+// nothing inside depends on them.
 const (
 	RootID    = 0
 	SandboxID = 1000
-	// HostIDBase is the host uid/gid that inside id 0 maps to; inside id N
-	// maps to HostIDBase+N. It lies above systemd's container range
-	// (524288–1879048191) and is used by no regular account.
-	HostIDBase = 2_000_000_000
 )
 
 // Paths inside the sandbox.

@@ -155,7 +155,7 @@ func attachFails(t *testing.T, exe string, tc attachCase, late bool) {
 	// stops before it mounts anything.
 	fds := spec.Layout(len(tc.extra))
 	in := inherited{root: devNull(t), workspace: devNull(t), report: devNull(t), tasks: tc.extra}
-	l, err := start(exe, in, fds, nil)
+	l, err := start(exe, in, fds, nil, testIDs(t))
 	if err != nil {
 		t.Fatal(err)
 	}

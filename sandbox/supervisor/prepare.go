@@ -52,6 +52,22 @@ func (sb *Sandbox) Prepare() error {
 	}
 	sb.clean.push(rd.remove)
 	tr.Mark("state dir")
+	// The run's own host uids and gids, unshared with any other run, so
+	// that what the kernel counts per user is the run's alone (ids.go).
+	// Released last, once no process of the run is left.
+	idRange := sb.o.IDRange
+	if idRange == (IDRange{}) {
+		if idRange, err = IDRangeFromEnv(); err != nil {
+			return sb.fail("ids", err)
+		}
+	}
+	ids, err := allocIDs(idRange, IDLockDir, sb.o.ID)
+	if err != nil {
+		return sb.fail("ids", err)
+	}
+	sb.clean.push(ids.release)
+	sb.ids = ids
+	tr.Mark("ids")
 	// /workspace, as a detached mount whose flags are final before the
 	// init can see it (noexec, nosuid, nodev): a fresh tmpfs bounded in
 	// bytes and inodes, or the caller's directory, checked to be writable
@@ -59,9 +75,9 @@ func (sb *Sandbox) Prepare() error {
 	// workspace and nothing bounds it. The result reports the bounds.
 	var ws *workspace
 	if sb.o.Workspace == "" {
-		ws, err = freshWorkspace(pl.Workspace)
+		ws, err = freshWorkspace(pl.Workspace, ids)
 	} else {
-		ws, err = givenWorkspace(sb.o.Workspace, pl.Workspace)
+		ws, err = givenWorkspace(sb.o.Workspace, pl.Workspace, ids)
 	}
 	if err != nil {
 		return sb.fail("workspace", err)
@@ -137,7 +153,7 @@ func (sb *Sandbox) Prepare() error {
 	if exe == "" {
 		exe = initExe()
 	}
-	l, err := start(exe, inherited{root: rootMnt, workspace: ws.mnt, report: reportW, tasks: tasks}, fds, sb.conf.cg)
+	l, err := start(exe, inherited{root: rootMnt, workspace: ws.mnt, report: reportW, tasks: tasks}, fds, sb.conf.cg, ids)
 	if err != nil {
 		return sb.fail("start init", err)
 	}

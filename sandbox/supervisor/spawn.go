@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -27,14 +28,13 @@ const InitCommand = initproc.Command
 const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
-// idMap maps the init (inside 0) and the sandbox user (inside 1000) to
-// unprivileged host ids; host root is never mapped, so host files owned by
-// root appear as nobody and cannot be written even by the init.
-func idMap() []syscall.SysProcIDMap {
-	return []syscall.SysProcIDMap{
-		{ContainerID: spec.RootID, HostID: spec.HostIDBase + spec.RootID, Size: 1},
-		{ContainerID: spec.SandboxID, HostID: spec.HostIDBase + spec.SandboxID, Size: 1},
+// sysIDMap is ids' map as os/exec wants it.
+func sysIDMap(ids *runIDs) []syscall.SysProcIDMap {
+	var m []syscall.SysProcIDMap
+	for _, e := range ids.idMap() {
+		m = append(m, syscall.SysProcIDMap{ContainerID: int(e.Inside), HostID: int(e.Host), Size: 1})
 	}
+	return m
 }
 
 // launch is one started init with the host ends of its pipes.
@@ -104,17 +104,28 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 }
 
 // start re-executes exe as the init in new namespaces, with in at the
-// descriptors fds names. Go's fork code writes the uid/gid maps from here
-// before the child execs. On cgroup v2 the init is cloned straight into
-// cg (CLONE_INTO_CGROUP, Linux 5.7), so not one instruction of it runs
-// outside its limits.
+// descriptors fds names, as the run's host ids. Go's fork code writes the
+// uid/gid maps from here before the child execs. On cgroup v2 the init is
+// cloned straight into cg (CLONE_INTO_CGROUP, Linux 5.7), so not one
+// instruction of it runs outside its limits.
 //
 // The init is forked, waited for and reaped on one goroutine locked to
 // its own thread: PDEATHSIG fires when the thread that forked the init
 // exits, not the process, so that thread must outlive the init whichever
 // goroutine the run's other steps are on. The goroutine ends after the
 // wait without unlocking, which ends its thread too.
-func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup) (*launch, error) {
+//
+// The same thread takes the run's init id as its own before the clone
+// (becomeOwner): the kernel makes the cloning thread's effective uid the
+// owner of the new user namespace, and charges every per-user count of
+// the namespace (pending signals, inotify instances and watches, POSIX
+// message queue bytes, locked memory, user namespaces, processes) to the
+// owner as well as to the user inside. Made by host root, a run would
+// spend host root's quotas (a run that queues signals up to the limit
+// leaves host root unable to create a POSIX timer); made by the run's own
+// id, it spends only its own. The thread keeps its capabilities, which
+// writing the maps needs, and nothing else runs on it.
+func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runIDs) (*launch, error) {
 	sockets, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
@@ -163,10 +174,10 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup) (*launch, 
 		ExtraFiles: extra, // descriptor 3 on, in spec.Layout's order
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 cloneFlags,
-			UidMappings:                idMap(),
-			GidMappings:                idMap(),
+			UidMappings:                sysIDMap(ids),
+			GidMappings:                sysIDMap(ids),
 			GidMappingsEnableSetgroups: true, // the init clears its groups with setgroups
-			// Become inside-root (host uid HostIDBase) once the maps are
+			// Become inside-root (the run's init id) once the maps are
 			// written: host root is unmapped there, and execve as an
 			// unmapped uid would leave the init without capabilities.
 			Credential: &syscall.Credential{Uid: spec.RootID, Gid: spec.RootID},
@@ -181,6 +192,10 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup) (*launch, 
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
+		if err := becomeOwner(ids.Root); err != nil {
+			started <- err
+			return
+		}
 		if err := l.cmd.Start(); err != nil {
 			started <- err
 			return
@@ -194,6 +209,45 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup) (*launch, 
 		return nil, fmt.Errorf("start sandbox init %s: %w", exe, err)
 	}
 	return l, nil
+}
+
+// secbitNoSetuidFixup is SECBIT_NO_SETUID_FIXUP (linux/securebits.h).
+const secbitNoSetuidFixup = 1 << 2
+
+// becomeOwner gives the calling thread, and only it, the host uid and gid
+// id, keeping its capabilities: SECBIT_NO_SETUID_FIXUP stops the kernel
+// from clearing them at the uid change. Raw system calls: syscall.Set*
+// and glibc change every thread of the process. The thread must be
+// locked and must never run anything else (it dies with its goroutine).
+func becomeOwner(id uint32) error {
+	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoSetuidFixup, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("prctl(PR_SET_SECUREBITS, NO_SETUID_FIXUP): %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); e != 0 {
+		return fmt.Errorf("setresgid(%d) on the init's thread: %w", id, e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(id), uintptr(id), uintptr(id)); e != 0 {
+		return fmt.Errorf("setresuid(%d) on the init's thread: %w", id, e)
+	}
+	// Read back: the namespace's owner must be id, and the thread must
+	// still be able to write the maps (CAP_SETUID, CAP_SETGID,
+	// CAP_SYS_ADMIN), or the run would fail half-way.
+	var r, e, s uint32
+	unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s)))
+	if r != id || e != id || s != id {
+		return fmt.Errorf("bug: uids %d/%d/%d after setresuid(%d)", r, e, s, id)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	for _, c := range []int{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SYS_ADMIN} {
+		if data[c/32].Effective&(1<<(c%32)) == 0 {
+			return fmt.Errorf("capability %d lost at setresuid(%d) on the init's thread", c, id)
+		}
+	}
+	return nil
 }
 
 // wait blocks until the init is reaped and returns cmd.Wait's error.

@@ -47,6 +47,7 @@ type Options struct {
 	Plan      *plan.Plan // what to enforce; made by planner.Make
 	Workspace string     // host directory for /workspace; "" for a fresh one, removed afterwards
 	StateDir  string     // see StateDir()
+	IDRange   IDRange    // host ids the run takes its own from; see IDRangeFromEnv
 	// Exe is the binary started as the init; "" for initExe (nsbox-init
 	// beside this binary, or /proc/self/exe).
 	Exe string
@@ -87,6 +88,7 @@ type Sandbox struct {
 	root  *roots.Root
 	ws    *workspace // /workspace and what bounds it
 	conf  confinement
+	ids   *runIDs       // the run's host uids and gids
 	l     *launch       // the started init
 	rep   *reportReader // the runner's report pipe, read end
 	sp    *spec.Spec    // what the init gets

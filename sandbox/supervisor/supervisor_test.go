@@ -1,20 +1,28 @@
 package supervisor
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
-func TestCheckWorkspace(t *testing.T) {
-	mustwork.NeedRoot(t) // chowns test directories
+// TestUserWorkspace: a directory of a regular user is idmapped to the
+// program's uid; one owned by root is never idmapped and works only when
+// writable by others; the errors name the directory and the reason.
+func TestUserWorkspace(t *testing.T) {
+	mustwork.NeedRoot(t) // chowns test directories, makes mounts
+	ids := testIDs(t)
 	dir := t.TempDir()
 	mk := func(name string, mode os.FileMode, uid int) string {
 		p := filepath.Join(dir, name)
@@ -29,27 +37,89 @@ func TestCheckWorkspace(t *testing.T) {
 	}
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o666)
-	sandbox := spec.HostIDBase + spec.SandboxID
+	const user = 2_000_001_000 // the sandbox uid before ids were per run
 	for _, tc := range []struct {
-		path string
-		ok   bool
-		want string
+		path  string
+		owner uint32 // the directory's owner as seen through the mount
+		want  string // "" for ok
 	}{
-		{mk("owned", 0o700, sandbox), true, ""},
-		{mk("world", 0o777, 0), true, ""},
-		{mk("rootonly", 0o755, 0), false, "not writable by the sandbox user"},
-		{mk("ownedro", 0o500, sandbox), false, "not writable"},
-		{filepath.Join(dir, "missing"), false, "no such file"},
-		{file, false, "not a directory"},
+		{mk("user", 0o700, user), ids.Sandbox, ""},
+		{mk("userworld", 0o777, 1234), ids.Sandbox, ""},
+		{mk("world", 0o777, 0), 0, ""},
+		{mk("rootonly", 0o755, 0), 0, "owned by root (0:0), whose files a sandbox never gets; and it is not writable by others (mode 0755)"},
+		{mk("userro", 0o500, user), 0, "not writable by its owner (uid 2000001000, mode 0500)"},
+		{filepath.Join(dir, "missing"), 0, "no such file"},
+		{file, 0, "not a directory"},
 	} {
-		err := checkWorkspace(tc.path)
-		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("checkWorkspace(%s) = %v, want ok=%v containing %q", tc.path, err, tc.ok, tc.want)
+		mnt, err := userWorkspace(tc.path, ids)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("userWorkspace(%s) = %v, want %q", tc.path, err, tc.want)
 		}
 		if err != nil && !strings.Contains(err.Error(), tc.path) {
 			t.Errorf("error %q does not name the path", err)
 		}
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(mnt.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != tc.owner || st.Gid != tc.owner {
+			t.Errorf("%s: owner through the mount %d:%d, want %d", tc.path, st.Uid, st.Gid, tc.owner)
+		}
+		mnt.Close()
 	}
+}
+
+// TestUserWorkspaceNoIdmap: on a filesystem that cannot be idmapped
+// (ramfs), a user's directory falls back to the old rule with an error
+// that says why. The ramfs is mounted in a mount namespace of this test's
+// own thread, which dies with it.
+func TestUserWorkspaceNoIdmap(t *testing.T) {
+	mustwork.NeedRoot(t)
+	ids := testIDs(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread has its own mounts
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			t.Errorf("make / private: %v", err)
+			return
+		}
+		dir := t.TempDir()
+		if err := unix.Mount("ramfs", dir, "ramfs", 0, ""); err != nil {
+			t.Errorf("mount ramfs: %v", err)
+			return
+		}
+		for _, tc := range []struct {
+			mode os.FileMode
+			want string
+		}{
+			{0o700, "cannot be mapped to the sandbox user: idmapped mounts unsupported: the 0x858458f6 filesystem cannot be idmapped here"},
+			{0o777, ""},
+		} {
+			p := filepath.Join(dir, fmt.Sprintf("ws%o", tc.mode))
+			if err := os.Mkdir(p, tc.mode); err != nil {
+				t.Error(err)
+				return
+			}
+			os.Chmod(p, tc.mode)
+			os.Chown(p, 1234, 1234)
+			mnt, err := userWorkspace(p, ids)
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("mode %o: %v, want %q", tc.mode, err, tc.want)
+			}
+			if mnt != nil {
+				mnt.Close()
+			}
+		}
+	}()
+	<-done
 }
 
 // TestSweepStale: a run dir whose lock is free (crashed supervisor) is

@@ -9,7 +9,6 @@ import (
 	"github.com/nsbox/nsbox/sandbox/hostcheck"
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // workspace is /workspace as the init gets it, and what bounds it.
@@ -27,7 +26,8 @@ type workspace struct {
 }
 
 // freshWorkspace makes /workspace a new tmpfs of w.Size bytes and
-// w.Inodes inodes, owned by the sandbox user, mode 0700, nosuid, nodev and
+// w.Inodes inodes, owned by the run's program (its own host uid and gid),
+// mode 0700, nosuid, nodev and
 // noexec, as a detached mount (fsopen, fsconfig, fsmount).
 //
 // Why a tmpfs: a directory on the host's filesystem gives a run every free
@@ -38,13 +38,13 @@ type workspace struct {
 // the run, even when the supervisor is killed. Its pages are memory of the
 // run's cgroup: the kernel charges a tmpfs page to the cgroup of the task
 // that allocates it, the program writing the file.
-func freshWorkspace(w plan.Workspace) (*workspace, error) {
+func freshWorkspace(w plan.Workspace, ids *runIDs) (*workspace, error) {
 	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, &os.SyscallError{Syscall: "fsopen tmpfs", Err: err}
 	}
 	defer unix.Close(fs)
-	id := fmt.Sprint(spec.HostIDBase + spec.SandboxID)
+	id := fmt.Sprint(ids.Sandbox)
 	for _, o := range [][2]string{
 		{"size", fmt.Sprint(w.Size)},
 		{"nr_inodes", fmt.Sprint(w.Inodes)},
@@ -72,21 +72,17 @@ func freshWorkspace(w plan.Workspace) (*workspace, error) {
 	return ws, nil
 }
 
-// givenWorkspace prepares the caller's directory as /workspace: checked
-// to be writable by the sandbox user (so that the run fails here with the
-// fix rather than at the program's first write) and cloned into a
-// detached mount.
+// givenWorkspace prepares the caller's directory as /workspace: a
+// detached mount, idmapped where it can be, checked to be writable by the
+// program (userWorkspace).
 //
 // nsbox makes no quota for it (project quotas need a filesystem made for
 // them). It is bounded only when the filesystem holding it is no larger
 // than the plan's bounds, such as a tmpfs or loop device the caller made
 // for it; otherwise the run may fill that filesystem, and a plan that
 // requires a bounded workspace refuses it.
-func givenWorkspace(dir string, w plan.Workspace) (*workspace, error) {
-	if err := checkWorkspace(dir); err != nil {
-		return nil, err
-	}
-	mnt, err := detachedBind(dir, true)
+func givenWorkspace(dir string, w plan.Workspace, ids *runIDs) (*workspace, error) {
+	mnt, err := userWorkspace(dir, ids)
 	if err != nil {
 		return nil, err
 	}

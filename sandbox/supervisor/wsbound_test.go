@@ -16,7 +16,6 @@ import (
 	"github.com/nsbox/nsbox/sandbox/hostcheck"
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // TestFreshWorkspace: the fresh workspace is a tmpfs of the plan's size
@@ -25,9 +24,10 @@ import (
 // descriptor) fails with ENOSPC and reached names the bound.
 func TestFreshWorkspace(t *testing.T) {
 	mustwork.NeedRoot(t) // fsopen
+	ids := testIDs(t)
 	for _, kind := range []string{result.ReachedWorkspaceSize, result.ReachedWorkspaceInodes} {
 		t.Run(kind, func(t *testing.T) {
-			ws, err := freshWorkspace(plan.Workspace{Size: 1 << 20, Inodes: 32})
+			ws, err := freshWorkspace(plan.Workspace{Size: 1 << 20, Inodes: 32}, ids)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestFreshWorkspace(t *testing.T) {
 			if err := unix.Fstat(int(ws.root.Fd()), &fi); err != nil {
 				t.Fatal(err)
 			}
-			if id := uint32(spec.HostIDBase + spec.SandboxID); fi.Uid != id || fi.Gid != id || fi.Mode&0o7777 != 0o700 {
+			if id := ids.Sandbox; fi.Uid != id || fi.Gid != id || fi.Mode&0o7777 != 0o700 {
 				t.Errorf("workspace root uid %d gid %d mode %o, want %d:%d 0700", fi.Uid, fi.Gid, fi.Mode&0o7777, id, id)
 			}
 			if *ws.bytes != 1<<20 || *ws.inodes != 32 {
@@ -92,7 +92,10 @@ func fill(dir *os.File, empty bool) error {
 // tmpfs is bounded by that filesystem.
 func TestGivenWorkspaceBound(t *testing.T) {
 	mustwork.NeedRoot(t) // chown, mount
-	id := spec.HostIDBase + spec.SandboxID
+	// A directory of a user of its own (not root), idmapped to the run's
+	// program like a caller's.
+	const id = 4242
+	ids := testIDs(t)
 	mk := func(dir string) string {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
@@ -105,7 +108,7 @@ func TestGivenWorkspaceBound(t *testing.T) {
 	bounds := plan.Workspace{Size: 64 << 20, Inodes: 1024}
 
 	big := mk(filepath.Join(t.TempDir(), "big"))
-	ws, err := givenWorkspace(big, bounds)
+	ws, err := givenWorkspace(big, bounds, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func TestGivenWorkspaceBound(t *testing.T) {
 		t.Errorf("a directory on the test's filesystem is bounded: %v bytes, %v inodes", ws.bytes, ws.inodes)
 	}
 	bounds.RequireBounded = true
-	_, err = givenWorkspace(big, bounds)
+	_, err = givenWorkspace(big, bounds, ids)
 	if err == nil || !strings.Contains(err.Error(), big) || !strings.Contains(err.Error(), hostcheck.BoundedWorkspace) {
 		t.Errorf("required bounded, got %v: want an error naming %s and %s", err, big, hostcheck.BoundedWorkspace)
 	}
@@ -127,7 +130,7 @@ func TestGivenWorkspaceBound(t *testing.T) {
 	if err := os.Chown(small, id, id); err != nil {
 		t.Fatal(err)
 	}
-	ws, err = givenWorkspace(small, bounds)
+	ws, err = givenWorkspace(small, bounds, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
