@@ -131,7 +131,8 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 	field("labels", "%s", auditOr(auditLabelText(r.Labels)))
 	field("nsbox version", "%s", auditOr(r.NsboxVersion))
 	if s := r.Supervisor; s != nil {
-		field("supervisor", "pid %d, started at tick %d of boot %s, %s", s.PID, s.StartTicks, auditCell(s.BootID), auditCell(s.Namespaces))
+		field("supervisor", "pid %d, started at tick %d of boot %s of machine %s, %s",
+			s.PID, s.StartTicks, auditCell(s.BootID), auditOr(s.MachineID), auditCell(s.Namespaces))
 	} else {
 		field("supervisor", "- (not recorded)")
 	}

@@ -310,7 +310,7 @@ func TestAuditVerify(t *testing.T) {
 }
 
 // TestAuditCommandsReap: every audit command first finishes the rows whose
-// supervisor died (here one begun in another boot) and shows them as
+// supervisor died (here one begun in an earlier boot) and shows them as
 // killed with the reason, while the row of a live supervisor (this test
 // process's cccc0004) stays unfinished.
 func TestAuditCommandsReap(t *testing.T) {
@@ -332,8 +332,10 @@ func TestAuditCommandsReap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			machine, _ := os.ReadFile("/etc/machine-id") // this machine's, as Begin would record it
 			r := &audit.Run{ID: "dddd0005", Start: time.Now().Add(-48 * time.Hour), Policy: "strict", NsboxVersion: "test",
-				Supervisor: &audit.Supervisor{BootID: "another-boot", PID: 1, StartTicks: 1, Namespaces: "pid:[1]"}}
+				Supervisor: &audit.Supervisor{MachineID: strings.TrimSpace(string(machine)), BootID: "another-boot",
+					PID: 1, StartTicks: 1, Namespaces: "pid:[1]"}}
 			if err := d.Begin(r); err != nil {
 				t.Fatal(err)
 			}

@@ -128,11 +128,11 @@ func rowHash(r *Run) string {
 	if r.ChainVersion != 1 {
 		e.str(r.Reason)
 		if s := r.Supervisor; s == nil {
-			e.null()
-			e.null()
-			e.null()
-			e.null()
+			for range 5 {
+				e.null()
+			}
 		} else {
+			e.str(s.MachineID)
 			e.str(s.BootID)
 			e.int(s.PID)
 			e.int(s.StartTicks)

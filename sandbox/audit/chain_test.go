@@ -22,15 +22,15 @@ func TestRowHashGolden(t *testing.T) {
 	}
 	r.ChainVersion = 2
 	r.Reason = "wall clock 2s"
-	r.Supervisor = &Supervisor{BootID: "f45735f2-4c64-429a-8a99-c236215c2d65", PID: 4242, StartTicks: 436506,
+	r.Supervisor = &Supervisor{MachineID: "3d1219c7c4c5404aaa1f6d2a48adfda4", BootID: "f45735f2-4c64-429a-8a99-c236215c2d65", PID: 4242, StartTicks: 436506,
 		Namespaces: "pid:[4026531836] time:[4026531834]"}
-	const want2 = "3e7a9f378de3358ef20c02e9f8a8345c5e51fd522d1fd27918ffc223486b4d93"
+	const want2 = "a2353bfb957a36ed9adcddfeb84d5dbcb93d172c49d590698dba66878f5ca17b"
 	if got := rowHash(r); got != want2 {
 		t.Errorf("rowHash v2 = %s, want %s", got, want2)
 	}
-	// Version 2 without a supervisor: four NULLs.
+	// Version 2 without a supervisor: five NULLs.
 	r.Supervisor = nil
-	const want2nil = "571878ba5373e79aebdf00b05c31194d8b6b56bfc03eb45181efa0e98a953f22"
+	const want2nil = "c9594e2e24a8459ef1fd0bd7409ac90d8b9fdacc9c0b2c15e8bbc2c2534dd7fe"
 	if got := rowHash(r); got != want2nil {
 		t.Errorf("rowHash v2 without supervisor = %s, want %s", got, want2nil)
 	}
@@ -43,7 +43,7 @@ func TestRowHashSeparatesValues(t *testing.T) {
 		r := sampleRun("x")
 		finishSample(r)
 		r.ChainVersion = 2
-		r.Supervisor = &Supervisor{BootID: "b", PID: 10, StartTicks: 20, Namespaces: "pid:[3]"}
+		r.Supervisor = &Supervisor{MachineID: "m", BootID: "b", PID: 10, StartTicks: 20, Namespaces: "pid:[3]"}
 		return r
 	}
 	seen := map[string]string{}
@@ -73,6 +73,8 @@ func TestRowHashSeparatesValues(t *testing.T) {
 		"other pid":     func(r *Run) { r.Supervisor.PID++ },
 		"other start":   func(r *Run) { r.Supervisor.StartTicks++ },
 		"other boot":    func(r *Run) { r.Supervisor.BootID = "x" },
+		"other machine": func(r *Run) { r.Supervisor.MachineID = "x" },
+		"machine moved": func(r *Run) { r.Supervisor.MachineID, r.Supervisor.BootID = "mb", "" },
 		"other ns":      func(r *Run) { r.Supervisor.Namespaces = "pid:[1]" },
 		"encoding 1":    func(r *Run) { r.ChainVersion, r.Supervisor = 1, nil },
 	} {
@@ -174,11 +176,12 @@ func TestVerifyFindsEdits(t *testing.T) {
 		{"reason", `UPDATE runs SET reason = 'supervisor died' WHERE id = '%s'`, 3, "r3", "edited"},
 		{"supervisor pid", `UPDATE runs SET supervisor_pid = supervisor_pid + 1 WHERE id = '%s'`, 3, "r3", "edited"},
 		{"supervisor boot", `UPDATE runs SET supervisor_boot_id = 'other' WHERE id = '%s'`, 3, "r3", "edited"},
-		{"supervisor removed", `UPDATE runs SET supervisor_boot_id = NULL, supervisor_pid = NULL,
+		{"supervisor machine", `UPDATE runs SET supervisor_machine_id = 'other' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor removed", `UPDATE runs SET supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
 			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
 		{"supervisor partly NULL", `UPDATE runs SET supervisor_pid = NULL WHERE id = '%s'`, 3, "r3", "partly NULL"},
 		{"downgraded to encoding 1", `UPDATE runs SET chain_version = 1 WHERE id = '%s'`, 3, "r3", "encoding 1"},
-		{"downgraded and stripped", `UPDATE runs SET chain_version = 1, reason = '', supervisor_boot_id = NULL, supervisor_pid = NULL,
+		{"downgraded and stripped", `UPDATE runs SET chain_version = 1, reason = '', supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
 			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
 		{"unknown encoding", `UPDATE runs SET chain_version = 3 WHERE id = '%s'`, 3, "r3", "chain_version 3"},
 	} {

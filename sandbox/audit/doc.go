@@ -37,9 +37,9 @@
 //
 // Version 2 added to runs: reason (why the run ended: the result's reason,
 // a sandbox error's step and message, or "supervisor died"; empty in older
-// rows), the supervisor's identity (supervisor_boot_id, supervisor_pid,
-// supervisor_start_ticks, supervisor_ns: all four NULL when none was
-// recorded, as in older rows) and chain_version (the encoding a finished
+// rows), the supervisor's identity (supervisor_machine_id,
+// supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
+// supervisor_ns: all five NULL when none was recorded, as in older rows) and chain_version (the encoding a finished
 // row's hash is of; 1 in older rows, 0 while unfinished). Migrations only
 // append steps (schema.go): a database is migrated in place when a newer
 // nsbox opens it, with ADD COLUMN, which rewrites no row; an older nsbox
@@ -79,11 +79,12 @@
 //	                          values: key, value (bytes)
 //	24 nsbox_version          bytes
 //	25 reason                 bytes
-//	26 supervisor_boot_id     bytes, or NULL when no supervisor was recorded
-//	27 supervisor_pid         integer, or NULL likewise
-//	28 supervisor_start_ticks integer, or NULL likewise
-//	29 supervisor_ns          bytes, or NULL likewise
-//	30 prev_hash              bytes: the previous finished row's hash, or 64
+//	26 supervisor_machine_id  bytes, or NULL when no supervisor was recorded
+//	27 supervisor_boot_id     bytes, or NULL likewise
+//	28 supervisor_pid         integer, or NULL likewise
+//	29 supervisor_start_ticks integer, or NULL likewise
+//	30 supervisor_ns          bytes, or NULL likewise
+//	31 prev_hash              bytes: the previous finished row's hash, or 64
 //	                          "0" for the first
 //
 // Encoding 1, of the rows finished before schema version 2, is the 21 bytes
@@ -133,15 +134,17 @@
 //
 // The log may be shared by every nsbox on the host, whatever their state
 // directories, so a row must say which process can still finish it. Begin
-// records its supervisor: the boot id (/proc/sys/kernel/random/boot_id),
-// the pid, the process's start time (field 22 of /proc/PID/stat, clock
-// ticks since boot) and its PID and time namespaces (readlink of
-// /proc/self/ns/pid and /proc/self/ns/time). A reaper finishes a row when,
-// in this order:
+// records its supervisor: the machine id (/etc/machine-id), the boot id
+// (/proc/sys/kernel/random/boot_id), the pid, the process's start time
+// (field 22 of /proc/PID/stat, clock ticks since boot) and its PID and time
+// namespaces (readlink of /proc/self/ns/pid and /proc/self/ns/time). A
+// reaper finishes a row when, in this order:
 //
-//   - the boot id differs from its own: the supervisor died before this
-//     boot (SQLite in WAL mode works only among processes of one host, so a
-//     shared log is not another host's). End: when this boot began.
+//   - the machine id is its own and the boot id is not: the supervisor died
+//     before this boot. End: when this boot began. (SQLite in WAL mode works
+//     only among processes of one host, so a shared log is this machine's;
+//     another machine id is a copy of another machine's log, where the boot
+//     id says nothing.)
 //   - it is in the same PID and time namespaces, its /proc shows its own
 //     PID namespace, and kill(pid, 0) reports no such process (not /proc,
 //     which hidepid can hide). End: when found.
@@ -152,8 +155,9 @@
 //     whose other threads run on: it died and will never finish. End: when
 //     found.
 //   - it cannot judge the supervisor (none recorded, as in rows from before
-//     schema version 2; another PID or time namespace, where the pid and
-//     start time mean something else; no boot id): only once the row is
+//     schema version 2; another machine; another PID or time namespace,
+//     where the pid and start time mean something else; no boot id): only
+//     once the row is
 //     older than MaxRunAge, 25h, the longest run a policy allows (24h) and
 //     a margin. End: when found.
 //

@@ -118,7 +118,7 @@ type candidatePage struct {
 func (db *DB) candidates(ctx context.Context, after candidate, n int) (candidatePage, []error, error) {
 	var p candidatePage
 	rows, err := db.sql.QueryContext(ctx, `SELECT id, start_ns,
-			supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns
+			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns
 		FROM runs WHERE status = ? AND seq IS NULL AND typeof(start_ns) = 'integer' AND (start_ns, id) > (?, ?)
 		ORDER BY start_ns, id LIMIT ?`,
 		StatusUnfinished, after.startNS, after.id, n)

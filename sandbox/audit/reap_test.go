@@ -29,7 +29,7 @@ func beginAs(t *testing.T, db *DB, id string, start time.Time, sup *Supervisor) 
 		t.Fatal(err)
 	}
 	if sup == nil {
-		if _, err := rawDB(t, db).Exec(`UPDATE runs SET supervisor_boot_id = NULL, supervisor_pid = NULL,
+		if _, err := rawDB(t, db).Exec(`UPDATE runs SET supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
 			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = ?`, id); err != nil {
 			t.Fatal(err)
 		}
@@ -227,28 +227,36 @@ func TestReapOtherBoot(t *testing.T) {
 
 // TestReapUnjudgeable: rows whose supervisor cannot be checked from here
 // (no identity recorded, as in rows from before it was; another PID or
-// time namespace) are left until they are older than any run can last.
+// time namespace; another machine, as in a copy of its log, whose boot id
+// says nothing about this one) are left until they are older than any run
+// can last.
 func TestReapUnjudgeable(t *testing.T) {
 	db := newDB(t)
 	elsewhere := self(t)
 	elsewhere.Namespaces = "pid:[1] time:[2]"
+	copied := self(t)
+	copied.MachineID, copied.BootID = "another machine", "another boot"
 	young, old := time.Now().Add(-MaxRunAge+time.Hour), time.Now().Add(-MaxRunAge-time.Minute)
 	beginAs(t, db, "none-young", young, nil)
 	beginAs(t, db, "none-old", old, nil)
 	beginAs(t, db, "ns-young", young, &elsewhere)
 	beginAs(t, db, "ns-old", old, &elsewhere)
+	beginAs(t, db, "machine-young", young, &copied)
+	beginAs(t, db, "machine-old", old, &copied)
 	before := time.Now()
-	if n := reap(t, db, ReapLimits{}); n != 2 {
-		t.Errorf("Reap finished %d rows, want 2", n)
+	if n := reap(t, db, ReapLimits{}); n != 3 {
+		t.Errorf("Reap finished %d rows, want 3", n)
 	}
 	wantUnfinished(t, db, "none-young")
 	wantUnfinished(t, db, "ns-young")
+	wantUnfinished(t, db, "machine-young")
 	wantOrphan(t, db, "none-old", before, time.Now())
 	wantOrphan(t, db, "ns-old", before, time.Now())
+	wantOrphan(t, db, "machine-old", before, time.Now())
 	if r := get(t, db, "none-old"); r.Supervisor != nil {
 		t.Errorf("none-old got a supervisor: %+v", r.Supervisor)
 	}
-	wantIntact(t, db, 2)
+	wantIntact(t, db, 3)
 }
 
 // TestReapLimits: Check bounds the rows looked at (oldest first, live ones

@@ -16,7 +16,7 @@ const runColumns = `id, seq, start_ns, end_ns, duration_ms, policy, policy_sha25
 	code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 	stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 	nsbox_version, prev_hash, hash, chain_version, reason,
-	supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns`
+	supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns`
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("stop")
@@ -114,20 +114,20 @@ func (c *cols) bytes() []byte {
 	return nil
 }
 
-// supervisor reads the four supervisor columns: all NULL (none recorded)
+// supervisor reads the five supervisor columns: all NULL (none recorded)
 // or all set. Begin writes one or the other, so a mix is an edited row.
 func (c *cols) supervisor() *Supervisor {
-	boot, pid, start, ns := c.optStr(), c.optInt64(), c.optInt64(), c.optStr()
+	machine, boot, pid, start, ns := c.optStr(), c.optStr(), c.optInt64(), c.optInt64(), c.optStr()
 	switch {
-	case boot == nil && pid == nil && start == nil && ns == nil:
+	case machine == nil && boot == nil && pid == nil && start == nil && ns == nil:
 		return nil
-	case boot == nil || pid == nil || start == nil || ns == nil:
+	case machine == nil || boot == nil || pid == nil || start == nil || ns == nil:
 		if c.err == nil {
 			c.err = errors.New("supervisor columns partly NULL")
 		}
 		return nil
 	}
-	return &Supervisor{BootID: *boot, PID: *pid, StartTicks: *start, Namespaces: *ns}
+	return &Supervisor{MachineID: *machine, BootID: *boot, PID: *pid, StartTicks: *start, Namespaces: *ns}
 }
 
 func (c *cols) time() time.Time {

@@ -78,7 +78,8 @@ CREATE INDEX run_violations_name ON run_violations (kind, name);
 	`
 ALTER TABLE runs ADD COLUMN chain_version INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE runs ADD COLUMN reason TEXT NOT NULL DEFAULT '';
-ALTER TABLE runs ADD COLUMN supervisor_boot_id TEXT;        -- NULL: no identity recorded
+ALTER TABLE runs ADD COLUMN supervisor_machine_id TEXT;     -- NULL: no identity recorded
+ALTER TABLE runs ADD COLUMN supervisor_boot_id TEXT;
 ALTER TABLE runs ADD COLUMN supervisor_pid INTEGER;
 ALTER TABLE runs ADD COLUMN supervisor_start_ticks INTEGER;
 ALTER TABLE runs ADD COLUMN supervisor_ns TEXT;

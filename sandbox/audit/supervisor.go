@@ -19,6 +19,7 @@ import (
 // (package doc: Orphaned rows). A pid alone is not enough: pids are reused,
 // and they mean something else in another PID namespace or after a reboot.
 type Supervisor struct {
+	MachineID  string `json:"machine_id"`  // /etc/machine-id, "" when unreadable: which machine
 	BootID     string `json:"boot_id"`     // /proc/sys/kernel/random/boot_id: one value per boot of the kernel
 	PID        int64  `json:"pid"`         // as seen in its PID namespace
 	StartTicks int64  `json:"start_ticks"` // field 22 of /proc/PID/stat: when the process started, in clock ticks since boot
@@ -32,9 +33,10 @@ const clockTick = 10 * time.Millisecond
 // host is what this process knows about where it runs, read once: its own
 // identity for the rows it begins, and what it needs to judge others' rows.
 type host struct {
-	self   *Supervisor // nil when /proc could not tell; the rows this process begins then carry none
-	bootID string      // "" when unreadable: no row can be judged by boot
-	ns     string      // this process's namespaces, as Supervisor.Namespaces
+	self    *Supervisor // nil when /proc could not tell; the rows this process begins then carry none
+	machine string      // /etc/machine-id, "" when unreadable
+	bootID  string      // "" when unreadable: no row can be judged by boot
+	ns      string      // this process's namespaces, as Supervisor.Namespaces
 	// procOK: /proc shows this process's own PID namespace, so a pid read
 	// there is the pid kill(2) takes. A /proc mounted from another PID
 	// namespace would show other processes under the same numbers.
@@ -48,6 +50,9 @@ var thisHost = sync.OnceValue(readHost)
 
 func readHost() *host {
 	h := &host{}
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
+		h.machine = strings.TrimSpace(string(b))
+	}
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		h.bootID = strings.TrimSpace(string(b))
 	}
@@ -60,7 +65,7 @@ func readHost() *host {
 	st, err := readStat(fmt.Sprintf("/proc/%d/stat", pid))
 	h.procOK = err == nil && st.pid == pid
 	if h.procOK && h.bootID != "" && h.ns != "" {
-		h.self = &Supervisor{BootID: h.bootID, PID: pid, StartTicks: st.startTicks, Namespaces: h.ns}
+		h.self = &Supervisor{MachineID: h.machine, BootID: h.bootID, PID: pid, StartTicks: st.startTicks, Namespaces: h.ns}
 	}
 	return h
 }
@@ -142,14 +147,14 @@ type verdict struct {
 // cannot judge stays unfinished (package doc: Orphaned rows).
 func (h *host) judge(sup *Supervisor, start, now time.Time) verdict {
 	switch {
-	case sup == nil || h.bootID == "":
+	case sup == nil || h.bootID == "" || sup.MachineID != h.machine:
 		// No identity recorded (a row from before it was), or none to
-		// compare with.
+		// compare with; or another machine's row, in a copy of its log
+		// (SQLite in WAL mode needs every process of a database on one
+		// host, so a shared log is always this machine's).
 	case sup.BootID != h.bootID:
-		// Recorded in another boot: every process of that boot ended
-		// before this one began. (SQLite in WAL mode needs every process
-		// of a database on one host, so another boot id is not another
-		// host.)
+		// Recorded in another boot of this machine: every process of
+		// that boot ended before this one began.
 		return verdict{dead: true, by: h.booted}
 	case sup.Namespaces == h.ns && h.procOK:
 		return h.judgePid(sup, now)

@@ -39,17 +39,18 @@ func (db *DB) begin(r *Run) error {
 	if r.Supervisor == nil {
 		r.Supervisor = thisHost().self
 	}
-	boot, pid, start, ns := supervisorColumns(r.Supervisor)
+	machine, boot, pid, start, ns := supervisorColumns(r.Supervisor)
 	ctx := context.Background()
 	// The row and its labels in one transaction: a row never lacks the
 	// labels it is listed by. chain_version 0: not hashed yet.
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs
 			(id, start_ns, policy, policy_sha256, root_manifest_sha256, code_sha256, code, status, nsbox_version,
-			 chain_version, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)`,
+			 chain_version, supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
+			 supervisor_ns)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)`,
 			r.ID, r.Start.UnixNano(), r.Policy, r.PolicySHA256, r.RootManifestSHA256, r.CodeSHA256,
-			r.Code, r.Status, r.NsboxVersion, boot, pid, start, ns)
+			r.Code, r.Status, r.NsboxVersion, machine, boot, pid, start, ns)
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
@@ -127,13 +128,13 @@ func link(ctx context.Context, tx *sql.Tx, r *Run) error {
 	return upsertFinished(ctx, tx, r)
 }
 
-// supervisorColumns is how a Supervisor is stored: four values, or four
+// supervisorColumns is how a Supervisor is stored: five values, or five
 // NULLs for none.
-func supervisorColumns(s *Supervisor) (boot, pid, start, ns any) {
+func supervisorColumns(s *Supervisor) (machine, boot, pid, start, ns any) {
 	if s == nil {
-		return nil, nil, nil, nil
+		return nil, nil, nil, nil, nil
 	}
-	return s.BootID, s.PID, s.StartTicks, s.Namespaces
+	return s.MachineID, s.BootID, s.PID, s.StartTicks, s.Namespaces
 }
 
 // genesisHash is the prev_hash of the first finished row.
@@ -159,14 +160,14 @@ func chainHead(ctx context.Context, q querier) (seq int64, hash string, err erro
 // upsertFinished writes every field of r. The update applies only to a row
 // not yet in the chain, so finishing twice changes nothing and fails.
 func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
-	boot, pid, start, ns := supervisorColumns(r.Supervisor)
+	machine, boot, pid, start, ns := supervisorColumns(r.Supervisor)
 	res, err := tx.ExecContext(ctx, `INSERT INTO runs (
 			id, seq, start_ns, end_ns, duration_ms, policy, policy_sha256, root_manifest_sha256,
 			code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 			stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 			nsbox_version, prev_hash, hash, chain_version, reason,
-			supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			seq = excluded.seq, start_ns = excluded.start_ns, end_ns = excluded.end_ns,
 			duration_ms = excluded.duration_ms, policy = excluded.policy,
@@ -179,14 +180,14 @@ func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 			stderr_truncated = excluded.stderr_truncated, nsbox_version = excluded.nsbox_version,
 			prev_hash = excluded.prev_hash, hash = excluded.hash,
 			chain_version = excluded.chain_version, reason = excluded.reason,
-			supervisor_boot_id = excluded.supervisor_boot_id, supervisor_pid = excluded.supervisor_pid,
+			supervisor_machine_id = excluded.supervisor_machine_id, supervisor_boot_id = excluded.supervisor_boot_id, supervisor_pid = excluded.supervisor_pid,
 			supervisor_start_ticks = excluded.supervisor_start_ticks, supervisor_ns = excluded.supervisor_ns
 		WHERE runs.seq IS NULL`,
 		r.ID, r.Seq, r.Start.UnixNano(), r.End.UnixNano(), r.DurationMS, r.Policy, r.PolicySHA256,
 		r.RootManifestSHA256, r.CodeSHA256, r.Code, r.Status, r.ExitCode, r.Signal, r.CPUMS,
 		r.PeakMemoryBytes, r.StdoutBytes, r.StderrBytes, nonNil(r.StdoutHead), nonNil(r.StderrHead),
 		boolInt(r.StdoutTruncated), boolInt(r.StderrTruncated), r.NsboxVersion, r.PrevHash, r.Hash,
-		r.ChainVersion, r.Reason, boot, pid, start, ns)
+		r.ChainVersion, r.Reason, machine, boot, pid, start, ns)
 	if err != nil {
 		return fmt.Errorf("write run: %w", err)
 	}
