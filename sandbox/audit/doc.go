@@ -165,7 +165,11 @@
 // included, leaves the row unfinished: a reaper never finishes a row whose
 // supervisor may still finish it. The end is a bound, not a measurement:
 // the supervisor died at or before it; duration_ms is end - start, and
-// Stats leaves these rows out of the policies' durations.
+// Stats leaves these rows out of the policies' durations. Afterwards a
+// supervisor that was killed cannot be told from one that exited without
+// finishing its row (its Finish failed, which it reported on stderr), and
+// both rows end so: what such a row asserts is that its supervisor ended
+// without recording how the run ended.
 //
 // Two reapers, or a reaper and a supervisor, never finish a row twice: a
 // reaper finishes each row in its own BEGIN IMMEDIATE transaction that reads
