@@ -78,7 +78,7 @@ func TestAuditFiftyParallelRuns(t *testing.T) {
 // said (status, code hash, stored code under strict, violations, the first
 // KiB of output); editing a
 // finished row makes `audit verify` name it. (The killed supervisor's
-// unfinished row: TestAuditUnfinishedAfterKill.)
+// row: TestAuditKilledRunFinishedByNextRun.)
 func TestAuditRecordsRunAndDetectsEdits(t *testing.T) {
 	needRoot(t)
 	db := filepath.Join(t.TempDir(), "audit.db")
@@ -113,17 +113,56 @@ func TestAuditRecordsRunAndDetectsEdits(t *testing.T) {
 	}
 }
 
-// TestAuditUnfinishedAfterKill: SIGKILL to nsbox mid-run leaves the run's
-// row marked unfinished, not missing.
-func TestAuditUnfinishedAfterKill(t *testing.T) {
-	needRoot(t)
-	db := filepath.Join(t.TempDir(), "audit.db")
+// sleeperCode signals readiness in /workspace, then sleeps: a run that is
+// still going when the test acts.
+func sleeperCode(d time.Duration) string {
+	return fmt.Sprintf("import time\nopen('/workspace/ready', 'w').close()\ntime.sleep(%g)\nprint('done')\n", d.Seconds())
+}
+
+// rawRun reads a row straight from the database, not through nsbox (whose
+// audit commands finish orphaned rows first).
+type rawRun struct {
+	id, status, reason string
+	seq, chainVersion  sql.NullInt64
+	startNS, endNS     sql.NullInt64
+}
+
+func rawRuns(t *testing.T, db string) map[string]rawRun {
+	t.Helper()
+	sqldb, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqldb.Close()
+	rows, err := sqldb.Query(`SELECT id, status, reason, seq, chain_version, start_ns, end_ns FROM runs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]rawRun{}
+	for rows.Next() {
+		var r rawRun
+		if err := rows.Scan(&r.id, &r.status, &r.reason, &r.seq, &r.chainVersion, &r.startNS, &r.endNS); err != nil {
+			t.Fatal(err)
+		}
+		out[r.id] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// killMidRun starts a run that sleeps, SIGKILLs its nsbox once the program
+// runs, waits for it, and returns the id of the row it left: unfinished,
+// as nothing has finished it yet.
+func killMidRun(t *testing.T, db, state string) string {
+	t.Helper()
 	ws := sandboxWorkspace(t)
-	state := t.TempDir()
 	nsbox(t, run{
 		auditDB: db,
 		state:   state,
-		args:    []string{"run", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)},
+		args:    []string{"run", "--policy", osOnly(t, "default"), "--workspace", ws, "--label", "who=killed", "-c", sleeperCode(30 * time.Second)},
 		whileRuns: func(p *os.Process) {
 			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
 				t.Errorf("payload never got ready")
@@ -131,12 +170,122 @@ func TestAuditUnfinishedAfterKill(t *testing.T) {
 			p.Kill()
 		},
 	})
-	rows := auditRows(t, db)
-	if len(rows) != 1 || rows[0]["status"] != "unfinished" {
-		t.Errorf("rows %v, want one unfinished", rows)
+	rows := rawRuns(t, db)
+	if len(rows) != 1 {
+		t.Fatalf("rows %v, want the killed run's", rows)
+	}
+	for id, r := range rows {
+		if r.status != "unfinished" || r.seq.Valid {
+			t.Fatalf("the killed run's row right after the kill: %+v, want unfinished", r)
+		}
+		return id
+	}
+	panic("unreachable")
+}
+
+// wantReaped checks that the killed run's row is finished as killed by a
+// dead supervisor, ending after it started and before now, in the chain,
+// and that the chain verifies with nothing left to finish.
+func wantReaped(t *testing.T, db, id string) {
+	t.Helper()
+	r := rawRuns(t, db)[id]
+	if r.status != "killed" || r.reason != "supervisor died" || !r.seq.Valid || r.chainVersion.Int64 != 2 ||
+		!r.endNS.Valid || r.endNS.Int64 < r.startNS.Int64 || r.endNS.Int64 > time.Now().UnixNano() {
+		t.Errorf("the killed run's row: %+v, want killed, reason \"supervisor died\", chained, ended after its start", r)
+	}
+	v := nsbox(t, run{args: []string{"audit", "verify", "--audit-db", db}})
+	if v.exit != 0 || len(v.stderr) != 0 {
+		t.Errorf("audit verify: exit %d: %s%s; want the chain intact and nothing left to finish", v.exit, v.stdout, v.stderr)
+	}
+}
+
+// TestAuditKilledRunFinishedByNextRun: SIGKILL to nsbox mid-run leaves its
+// row unfinished; the next nsbox run (from another state directory, on the
+// same log) finishes it as killed with reason "supervisor died", and the
+// chain verifies.
+func TestAuditKilledRunFinishedByNextRun(t *testing.T) {
+	needRoot(t)
+	db := filepath.Join(t.TempDir(), "audit.db")
+	state := t.TempDir()
+	id := killMidRun(t, db, state)
+	o := nsbox(t, run{auditDB: db, args: []string{"run", "--json", "-c", "pass"}})
+	o.wantStatus(t, result.StatusOK)
+	if len(o.stderr) != 0 {
+		t.Errorf("the next run wrote %q to stderr", o.stderr)
+	}
+	wantReaped(t, db, id)
+	if r := rawRuns(t, db)[o.res.ID]; r.status != "ok" || r.reason != "" {
+		t.Errorf("the next run's own row: %+v", r)
 	}
 	// A later run of the same state dir sweeps the killed run's cgroup.
 	nsbox(t, run{state: state, args: []string{"run", "--json", "-c", "pass"}}).wantStatus(t, result.StatusOK)
+}
+
+// TestAuditKilledRunFinishedByAuditList: `nsbox audit list` finishes the
+// killed run's row before it lists it, lists it as killed with the reason,
+// and says so on stderr.
+func TestAuditKilledRunFinishedByAuditList(t *testing.T) {
+	needRoot(t)
+	db := filepath.Join(t.TempDir(), "audit.db")
+	state := t.TempDir()
+	id := killMidRun(t, db, state)
+	o := nsbox(t, run{args: []string{"audit", "list", "--json", "--audit-db", db}})
+	var listed []map[string]any
+	if err := json.Unmarshal(o.stdout, &listed); o.exit != 0 || err != nil {
+		t.Fatalf("audit list: exit %d, %v: %s%s", o.exit, err, o.stdout, o.stderr)
+	}
+	if len(listed) != 1 || listed[0]["id"] != id || listed[0]["status"] != "killed" || listed[0]["reason"] != "supervisor died" {
+		t.Errorf("audit list = %v, want %s killed, reason \"supervisor died\"", listed, id)
+	}
+	if !strings.Contains(string(o.stderr), "1 unfinished run(s) whose supervisor died are now finished as killed") {
+		t.Errorf("audit list stderr %q does not say it finished the row", o.stderr)
+	}
+	wantReaped(t, db, id)
+	nsbox(t, run{state: state, args: []string{"run", "--json", "-c", "pass"}}).wantStatus(t, result.StatusOK)
+}
+
+// TestAuditLiveRunNotFinished: while a run is going, another run (another
+// state directory, the same log) and the audit commands leave its row
+// alone; the run then finishes its own row with its own status.
+func TestAuditLiveRunNotFinished(t *testing.T) {
+	needRoot(t)
+	db := filepath.Join(t.TempDir(), "audit.db")
+	ws := sandboxWorkspace(t)
+	o := nsbox(t, run{
+		auditDB: db,
+		args:    []string{"run", "--json", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", sleeperCode(3 * time.Second)},
+		whileRuns: func(p *os.Process) {
+			if !waitFile(filepath.Join(ws, "ready"), 10*time.Second) {
+				t.Errorf("payload never got ready")
+			}
+			nsbox(t, run{auditDB: db, args: []string{"run", "--json", "-c", "pass"}}).wantStatus(t, result.StatusOK)
+			for _, args := range [][]string{{"list"}, {"stats"}, {"verify"}, {"export"}} {
+				a := nsbox(t, run{args: append(append([]string{"audit"}, args...), "--audit-db", db)})
+				if a.exit != 0 || len(a.stderr) != 0 {
+					t.Errorf("audit %v while a run is going: exit %d, stderr %q", args, a.exit, a.stderr)
+				}
+			}
+			unfinished := 0
+			for _, r := range rawRuns(t, db) {
+				if r.status == "unfinished" {
+					unfinished++
+				}
+			}
+			if unfinished != 1 {
+				t.Errorf("%d unfinished rows while the run is going, want its own", unfinished)
+			}
+		},
+	})
+	o.wantStatus(t, result.StatusOK)
+	if len(o.stderr) != 0 {
+		t.Errorf("the run wrote %q to stderr (its row finished by someone else?)", o.stderr)
+	}
+	if r := rawRuns(t, db)[o.res.ID]; r.status != "ok" || r.reason != "" || !r.seq.Valid {
+		t.Errorf("the run's row %+v, want finished ok by itself", r)
+	}
+	if v := nsbox(t, run{args: []string{"audit", "verify", "--audit-db", db}}); v.exit != 0 {
+		t.Errorf("audit verify: exit %d: %s%s", v.exit, v.stdout, v.stderr)
+	}
 }
 
 // TestUnrecordableRunNeverStarts: the audit row is written while the

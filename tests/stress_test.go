@@ -552,14 +552,15 @@ func TestStress(t *testing.T) {
 	}
 
 	// The audit log: exactly one row per run, finished with the run's
-	// status, or unfinished for a killed supervisor.
+	// status, or for a killed supervisor as killed, reason "supervisor
+	// died" (by a later run, or by the export below).
 	rows := auditRows(t, db)
 	byLabel := map[string][]map[string]any{}
 	for _, r := range rows {
 		l, _ := r["labels"].(map[string]any)
 		byLabel[fmt.Sprint(l["stress"])] = append(byLabel[fmt.Sprint(l["stress"])], r)
 	}
-	unfinished, norow := 0, 0
+	orphans, norow := 0, 0
 	for _, o := range outs {
 		rs := byLabel[o.label]
 		if o.killed && !o.started && len(rs) == 0 {
@@ -574,8 +575,11 @@ func TestStress(t *testing.T) {
 		got := fmt.Sprint(rs[0]["status"])
 		want := string(o.status)
 		if o.killed {
-			want = "unfinished"
-			unfinished++
+			want = "killed"
+			orphans++
+			if r := fmt.Sprint(rs[0]["reason"]); o.err == nil && r != "supervisor died" {
+				t.Errorf("run %s (%s): killed supervisor's row has reason %q, want \"supervisor died\"", o.label, o.prog, r)
+			}
 		}
 		if o.err == nil && got != want {
 			t.Errorf("run %s (%s): audit row status %q, want %q", o.label, o.prog, got, want)
@@ -584,7 +588,7 @@ func TestStress(t *testing.T) {
 	if len(rows) != total-norow {
 		t.Errorf("audit log has %d rows for %d runs (%d killed before starting a sandbox)", len(rows), total, norow)
 	}
-	t.Logf("audit: %d rows for %d runs, %d unfinished, %d killed before starting a sandbox", len(rows), total, unfinished, norow)
+	t.Logf("audit: %d rows for %d runs, %d of killed supervisors (finished as killed), %d killed before starting a sandbox", len(rows), total, orphans, norow)
 	if v := nsbox(t, run{args: []string{"audit", "verify", "--audit-db", db}}); v.exit != 0 {
 		t.Errorf("audit verify: exit %d: %s%s", v.exit, v.stdout, v.stderr)
 	}

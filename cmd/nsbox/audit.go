@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,10 @@ func auditCommand() *cli.Command {
 		Description: "Every nsbox run is recorded in an SQLite database: " + audit.DefaultPath + " unless the\n" +
 			"environment variable " + audit.EnvPath + " names another file; --audit-db overrides both. A row is\n" +
 			"written with status \"unfinished\" when a run starts and completed when it ends, so a supervisor\n" +
-			"killed mid-run leaves a row that says so. Finished rows are hash-chained: `nsbox audit verify`\n" +
+			"killed mid-run leaves a row that says so until a later process finds that supervisor gone (by its\n" +
+			"pid, start time and boot id) and finishes the row as status killed, reason \"supervisor died\":\n" +
+			"every audit command does so first, for all such rows, and every run for a few. A row whose\n" +
+			"supervisor is alive is never touched. Finished rows are hash-chained: `nsbox audit verify`\n" +
 			"finds the first row that was edited or removed. The file holds programs and their output; it is\n" +
 			"created 0600 in a directory created 0700.\n" +
 			"\n" +
@@ -50,8 +54,10 @@ func auditJSONFlag(what string) cli.Flag {
 }
 
 // openAudit opens the database the flags and environment name. These
-// commands only read it, so a missing file is an error rather than an empty
-// log created at a mistyped path.
+// commands read it, so a missing file is an error rather than an empty log
+// created at a mistyped path. Then it finishes every row whose supervisor
+// died, so that what the command shows is true: a killed run is not shown
+// as still running.
 func openAudit(c *cli.Context) (*audit.DB, error) {
 	path := audit.Path(c.String("audit-db"))
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -60,7 +66,35 @@ func openAudit(c *cli.Context) (*audit.DB, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("audit db: %w", err)
 	}
-	return audit.Open(path)
+	db, err := audit.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	auditReap(c, db)
+	return db, nil
+}
+
+// auditReapDeadline bounds the wait for a log that another process holds
+// locked; the command then shows the log as it is.
+const auditReapDeadline = 10 * time.Second
+
+// auditReap finishes the orphaned rows of db for an audit command and says
+// on stderr how many it finished, or why it could not: the command goes on
+// either way (a reader without write access still reads the log).
+func auditReap(c *cli.Context, db *audit.DB) {
+	ctx, cancel := context.WithTimeout(context.Background(), auditReapDeadline)
+	defer cancel()
+	n, err := db.Reap(ctx, audit.ReapLimits{})
+	w := c.App.ErrWriter
+	if w == nil {
+		w = os.Stderr
+	}
+	if n > 0 {
+		fmt.Fprintf(w, "nsbox: audit log: %d unfinished run(s) whose supervisor died are now finished as killed\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "nsbox: audit log: %v (rows whose supervisor died may still show as unfinished)\n", err)
+	}
 }
 
 // auditNoArgs refuses arguments to a subcommand that takes none.
@@ -133,10 +167,11 @@ func auditListAction(c *cli.Context) error {
 
 func writeAuditRunTable(w io.Writer, runs []audit.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tPOLICY\tSTATUS\tEXIT\tVIOLATIONS\tLABELS")
+	fmt.Fprintln(tw, "ID\tSTARTED\tDURATION\tPOLICY\tSTATUS\tEXIT\tVIOLATIONS\tLABELS\tREASON")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", auditCell(r.ID), r.Start.Local().Format(time.DateTime),
-			auditDuration(&r), auditCell(r.Policy), auditCell(r.Status), auditExitText(&r), len(r.Violations), auditCell(auditLabelText(r.Labels)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", auditCell(r.ID), r.Start.Local().Format(time.DateTime),
+			auditDuration(&r), auditCell(r.Policy), auditCell(r.Status), auditExitText(&r), len(r.Violations),
+			auditOr(auditLabelText(r.Labels)), auditOr(auditShorten(r.Reason, auditReasonCell)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -217,7 +252,9 @@ func auditStatsCommand() *cli.Command {
 		Usage: "summarise the log: runs by status, most refused imports and events, slowest policies",
 		Description: fmt.Sprintf("Imports and audit events are ranked by the number of runs that had them refused, the policies\n"+
 			"by the median duration of their finished runs (nearest rank), then p95; %d of each at most.\n"+
-			"--json prints {total, unfinished, by_status, top_imports, top_events, slowest_policies}.", audit.TopN),
+			"Runs finished because their supervisor died count as killed (and in supervisor_died), not in\n"+
+			"the policies' durations. --json prints {total, unfinished, supervisor_died, by_status,\n"+
+			"top_imports, top_events, slowest_policies}.", audit.TopN),
 		Flags: []cli.Flag{auditJSONFlag("the summary"), auditDBFlag()},
 		Action: func(c *cli.Context) error {
 			if err := auditNoArgs(c); err != nil {

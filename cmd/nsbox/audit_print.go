@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/sandbox/audit"
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // writeAuditJSON prints v indented, as doctor --json does, without HTML escaping.
@@ -40,9 +41,18 @@ func auditLabelText(labels map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
+// auditOrphan reports whether r was finished by a reaper: killed because
+// its supervisor died, its end and duration bounds rather than measures.
+func auditOrphan(r *audit.Run) bool {
+	return r.Status == string(result.StatusKilled) && r.Reason == audit.ReasonSupervisorDied
+}
+
 func auditDuration(r *audit.Run) string {
 	if !r.Finished() {
 		return "-"
+	}
+	if auditOrphan(r) {
+		return "≤" + (time.Duration(r.DurationMS) * time.Millisecond).String()
 	}
 	return (time.Duration(r.DurationMS) * time.Millisecond).String()
 }
@@ -97,10 +107,14 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 	}
 	field("id", "%s", auditCell(r.ID))
 	field("status", "%s", auditCell(r.Status))
+	field("reason", "%s", auditOr(r.Reason))
 	field("exit", "%s", auditExitText(r))
 	field("policy", "%s (sha256 %s)", auditCell(r.Policy), auditOr(r.PolicySHA256))
 	field("started", "%s", r.Start.Local().Format(time.RFC3339Nano))
-	if r.Finished() {
+	if r.Finished() && auditOrphan(r) {
+		field("ended", "%s (at the latest: its supervisor had died by then)",
+			r.End.Local().Format(time.RFC3339Nano))
+	} else if r.Finished() {
 		field("ended", "%s", r.End.Local().Format(time.RFC3339Nano))
 	}
 	field("duration", "%s", auditDuration(r))
@@ -116,8 +130,14 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 	}
 	field("labels", "%s", auditOr(auditLabelText(r.Labels)))
 	field("nsbox version", "%s", auditOr(r.NsboxVersion))
+	if s := r.Supervisor; s != nil {
+		field("supervisor", "pid %d, started at tick %d of boot %s of machine %s, %s",
+			s.PID, s.StartTicks, auditCell(s.BootID), auditOr(s.MachineID), auditCell(s.Namespaces))
+	} else {
+		field("supervisor", "- (not recorded)")
+	}
 	if r.Finished() {
-		field("chain", "seq %d, hash %s, prev %s", r.Seq, r.Hash, r.PrevHash)
+		field("chain", "seq %d, hash %s, prev %s, encoding v%d", r.Seq, r.Hash, r.PrevHash, r.ChainVersion)
 	} else {
 		field("chain", "not yet (unfinished)")
 	}
@@ -150,7 +170,7 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 // writeAuditStatsText prints the summary as a few small tables.
 func writeAuditStatsText(out io.Writer, s *audit.Stats) error {
 	w := &auditErrWriter{w: out}
-	fmt.Fprintf(w, "Runs: %d (%d unfinished)\n", s.Total, s.Unfinished)
+	fmt.Fprintf(w, "Runs: %d (%d unfinished, %d killed as their supervisor died)\n", s.Total, s.Unfinished, s.SupervisorDied)
 	table := func(title, header string, rows [][]string) {
 		fmt.Fprintf(w, "\n%s:\n", title)
 		if len(rows) == 0 {
@@ -201,6 +221,18 @@ func (e *auditErrWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// auditReasonCell is how much of a reason a table shows; show has it all.
+const auditReasonCell = 40
+
+// auditShorten cuts s to at most n characters, marking the cut with "…".
+func auditShorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 // auditOr is auditCell(s), or "-" for an empty s.

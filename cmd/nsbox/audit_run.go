@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -69,27 +70,54 @@ const maxStoredCode = 256 << 10
 
 // pendingAudit is a run's audit row being begun in the background.
 type pendingAudit struct {
-	done chan struct{}
-	db   *audit.DB
-	rec  *audit.Run
-	err  error
+	done   chan struct{} // the row is written, or failed to be
+	reaped chan struct{} // and other runs' orphaned rows are finished
+	db     *audit.DB
+	rec    *audit.Run
+	err    error
 }
 
+// reapInRunDeadline bounds what a run spends finishing other runs' orphaned
+// rows, should the log be locked: the work itself is bounded by
+// audit.ReapInRun.
+const reapInRunDeadline = time.Second
+
 // beginAudit opens the log at path and records the run as unfinished, in
-// the background; wait returns the outcome.
+// the background; wait returns the outcome. Then, still in the background
+// while the sandbox is built and the program runs, it finishes rows whose
+// supervisor died (audit.ReapInRun of them at most), so that the log
+// catches up with the supervisors killed since the last run.
 func beginAudit(path, id string, pol plan.Policy, code []byte, labels map[string]string) *pendingAudit {
-	a := &pendingAudit{done: make(chan struct{})}
+	a := &pendingAudit{done: make(chan struct{}), reaped: make(chan struct{})}
 	go func() {
-		defer close(a.done)
-		db, err := audit.Open(path)
-		if err != nil {
-			a.err = err
+		defer close(a.reaped)
+		if !a.begin(path, id, pol, code, labels) {
 			return
 		}
-		a.db = db
-		a.rec, a.err = auditBegin(db, id, pol, code, labels)
+		reapOrphans(a.db, audit.ReapInRun, reapInRunDeadline)
 	}()
 	return a
+}
+
+func (a *pendingAudit) begin(path, id string, pol plan.Policy, code []byte, labels map[string]string) bool {
+	defer close(a.done)
+	db, err := audit.Open(path)
+	if err != nil {
+		a.err = err
+		return false
+	}
+	a.db = db
+	a.rec, a.err = auditBegin(db, id, pol, code, labels)
+	return a.err == nil
+}
+
+// reapOrphans finishes other runs' orphaned rows for a run. Its errors are
+// dropped: the run's own result and row do not depend on other rows, and
+// every nsbox audit command reaps again and reports what it cannot do.
+func reapOrphans(db *audit.DB, lim audit.ReapLimits, deadline time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	_, _ = db.Reap(ctx, lim)
 }
 
 // wait blocks until the row is written (or failed to be); it may be
@@ -103,6 +131,7 @@ func (a *pendingAudit) wait() error {
 // nothing.
 func (a *pendingAudit) close() {
 	<-a.done
+	<-a.reaped
 	if a.db != nil {
 		a.db.Close()
 		a.db = nil
@@ -134,6 +163,7 @@ func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.S
 	rec.End = time.Now()
 	rec.DurationMS = r.DurationMS
 	rec.Status = string(r.Status)
+	rec.Reason = auditReason(r)
 	rec.ExitCode, rec.Signal = r.ExitCode, r.Signal
 	rec.CPUMS, rec.PeakMemoryBytes = r.CPUMS, r.PeakMemoryBytes
 	rec.StdoutBytes, rec.StderrBytes = st.StdoutBytes, st.StderrBytes
@@ -156,8 +186,18 @@ func auditRefused(flag string, r *result.Result, start time.Time) {
 	}
 	defer db.Close()
 	rec := &audit.Run{ID: r.ID, Start: start, End: time.Now(), DurationMS: r.DurationMS,
-		Policy: r.Policy, Status: string(r.Status), NsboxVersion: version}
+		Policy: r.Policy, Status: string(r.Status), Reason: auditReason(r), NsboxVersion: version}
 	if err := db.Finish(rec); err != nil {
 		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
 	}
+	reapOrphans(db, audit.ReapInRun, reapInRunDeadline)
+}
+
+// auditReason is why the run ended as the row keeps it: the result's
+// reason, or for a sandbox error its step and message.
+func auditReason(r *result.Result) string {
+	if r.Reason == "" && r.Error != nil {
+		return r.Error.Step + ": " + r.Error.Message
+	}
+	return r.Reason
 }

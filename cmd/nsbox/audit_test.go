@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
@@ -21,6 +22,14 @@ import (
 // runAudit runs `nsbox audit ARGS...` and returns its output and the exit
 // status main would give it.
 func runAudit(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, _, code := runAuditErr(t, args...)
+	return out, code
+}
+
+// runAuditErr is runAudit that also returns what the command wrote to
+// stderr.
+func runAuditErr(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	app := &cli.App{
@@ -35,7 +44,7 @@ func runAudit(t *testing.T, args ...string) (string, int) {
 		code = exitCode(err)
 		t.Logf("audit %v: %v", args, err)
 	}
-	return out.String(), code
+	return out.String(), errOut.String(), code
 }
 
 // auditFixture is a log of three finished runs and one unfinished:
@@ -255,7 +264,7 @@ func TestAuditStats(t *testing.T) {
 
 	out, code = runAudit(t, "stats", "--audit-db", db)
 	t.Log("\n" + out)
-	for _, want := range []string{"Runs: 4 (1 unfinished)", "By status:", "Most refused imports:", "Most refused audit events:", "Slowest policies:", `\x1b[2J`} {
+	for _, want := range []string{"Runs: 4 (1 unfinished, 0 killed as their supervisor died)", "By status:", "Most refused imports:", "Most refused audit events:", "Slowest policies:", `\x1b[2J`} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("stats (exit %d) lacks %q", code, want)
 		}
@@ -298,6 +307,79 @@ func TestAuditVerify(t *testing.T) {
 	if v["ok"] != false || b["seq"] != float64(2) || b["id"] != "aaaa0002" || b["reason"] == "" {
 		t.Errorf("verify --json of an edited log = %v", v)
 	}
+}
+
+// TestAuditCommandsReap: every audit command first finishes the rows whose
+// supervisor died (here one begun in an earlier boot) and shows them as
+// killed with the reason, while the row of a live supervisor (this test
+// process's cccc0004) stays unfinished.
+func TestAuditCommandsReap(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // in stdout
+	}{
+		{[]string{"list"}, []string{"killed", "≤", "supervisor died", "unfinished"}},
+		{[]string{"list", "--json", "--status", "killed"}, []string{`"reason": "supervisor died"`, "dddd0005"}},
+		{[]string{"show", "dddd0005"}, []string{"status:", "killed", "reason:", "supervisor died", "at the latest", "encoding v2"}},
+		{[]string{"stats", "--json"}, []string{`"supervisor_died": 1`, `"killed": 1`, `"unfinished": 1`, `"runs": 3`}},
+		{[]string{"stats"}, []string{"Runs: 5 (1 unfinished, 1 killed as their supervisor died)"}},
+		{[]string{"export"}, []string{`"reason":"supervisor died"`, `"chain_version":2`}},
+		{[]string{"verify"}, []string{"intact: 4 finished runs"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			db := auditFixture(t)
+			d, err := audit.Open(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			machine, _ := os.ReadFile("/etc/machine-id") // this machine's, as Begin would record it
+			r := &audit.Run{ID: "dddd0005", Start: time.Now().Add(-48 * time.Hour), Policy: "strict", NsboxVersion: "test",
+				Supervisor: &audit.Supervisor{MachineID: strings.TrimSpace(string(machine)), BootID: "another-boot",
+					PID: 1, StartTicks: 1, Namespaces: "pid:[1]"}}
+			if err := d.Begin(r); err != nil {
+				t.Fatal(err)
+			}
+			d.Close()
+			args := append([]string{tc.args[0], "--audit-db", db}, tc.args[1:]...)
+			out, errOut, code := runAuditErr(t, args...)
+			t.Log("\n" + out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if !strings.Contains(errOut, "1 unfinished run(s) whose supervisor died are now finished as killed") {
+				t.Errorf("stderr %q does not say a row was finished", errOut)
+			}
+			if _, errOut, _ := runAuditErr(t, args...); errOut != "" {
+				t.Errorf("a second %v wrote %q to stderr: nothing left to finish", tc.args, errOut)
+			}
+		})
+	}
+}
+
+// TestMaxRunAgeCoversLongestRun: a row whose supervisor cannot be judged
+// is taken for orphaned after audit.MaxRunAge, which must leave a margin
+// over the longest wall clock a policy may set.
+func TestMaxRunAgeCoversLongestRun(t *testing.T) {
+	for _, k := range policies.Keys() {
+		if k.Name != "limits.timeout" {
+			continue
+		}
+		_, hi, ok := strings.Cut(k.Range(), "..")
+		longest, err := time.ParseDuration(hi)
+		if !ok || err != nil {
+			t.Fatalf("limits.timeout range %q: %v", k.Range(), err)
+		}
+		if longest+30*time.Minute > audit.MaxRunAge {
+			t.Errorf("limits.timeout allows %v: audit.MaxRunAge %v leaves less than 30m for the rest of a run", longest, audit.MaxRunAge)
+		}
+		return
+	}
+	t.Fatal("no limits.timeout key")
 }
 
 func TestAuditDBFromEnvironment(t *testing.T) {

@@ -227,7 +227,7 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, 
 		}
 	} else if err := auditFinish(aud.db, aud.rec, r, out.Stats); err != nil {
 		// The run happened and its result stands; its row stays unfinished.
-		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s stays unfinished there)\n", err, id)
+		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (a later nsbox records run %s as killed: supervisor died)\n", err, id)
 	}
 	tr.Mark("audit finish")
 	aud.close() // the last connection checkpoints the WAL: fsyncs

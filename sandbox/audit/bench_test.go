@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -158,4 +159,54 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 	}
 	b.ReportMetric(at(0.50), "median-µs")
 	b.ReportMetric(at(0.95), "p95-µs")
+}
+
+// BenchmarkReapInRun is what a run's reaper does on a log of 2000 finished
+// rows: with nothing unfinished (the common case: one cheap query on the
+// status index), with 8 live runs going (a kill(2) and a /proc read each),
+// and with 8 orphans to finish (ns/op is per orphan finished).
+func BenchmarkReapInRun(b *testing.B) {
+	for _, tc := range []string{"none", "live", "orphans"} {
+		b.Run(tc, func(b *testing.B) {
+			db := newDB(b)
+			for i := range 2000 {
+				r := sampleRun(fmt.Sprintf("warm-%d", i))
+				finishSample(r)
+				if err := db.Finish(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if tc == "live" {
+				for i := range 8 {
+					if err := db.Begin(sampleRun(fmt.Sprintf("live-%d", i))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			dead := *thisHost().self
+			dead.BootID = "other"
+			want := 0
+			for i := 0; b.Loop(); i++ {
+				if tc == "orphans" {
+					b.StopTimer()
+					for j := range 8 {
+						r := sampleRun(fmt.Sprintf("o-%d-%d", i, j))
+						r.Supervisor = &dead
+						if err := db.Begin(r); err != nil {
+							b.Fatal(err)
+						}
+					}
+					want = 8
+					b.StartTimer()
+				}
+				n, err := db.Reap(context.Background(), ReapInRun)
+				if err != nil || n != want {
+					b.Fatalf("Reap = %d, %v; want %d", n, err, want)
+				}
+			}
+			if tc == "orphans" {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(8*b.N), "ns/orphan")
+			}
+		})
+	}
 }

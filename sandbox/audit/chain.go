@@ -10,8 +10,17 @@ import (
 	"slices"
 )
 
-// chainDomain starts every encoded row; a future encoding gets a new one.
-const chainDomain = "nsbox audit chain v1\x00"
+// Each encoding of a row starts with its own domain string, so no row's
+// encoding under one version is its encoding under another. A new encoding
+// gets a new version and domain; a released one never changes, since rows
+// in the field are hashed under it.
+const (
+	chainDomainV1 = "nsbox audit chain v1\x00" // fields 1-24 and prev_hash
+	chainDomainV2 = "nsbox audit chain v2\x00" // v1's fields, then reason and the supervisor
+)
+
+// chainVersion is the encoding Finish hashes rows with.
+const chainVersion = 2
 
 // The tags of the canonical encoding (package doc).
 const (
@@ -63,11 +72,19 @@ func optInt[T int | int64](e *encoder, v *T) {
 
 func (e *encoder) bool(b bool) { e.int(int64(boolInt(b))) }
 
-// rowHash returns the hash of r as the package doc defines it, from r.Seq
-// and r.PrevHash and the recorded fields; r.Hash is not read.
+// knownChainVersion reports whether rowHash can encode version v.
+func knownChainVersion(v int) bool { return v == 1 || v == 2 }
+
+// rowHash returns the hash of r under the encoding r.ChainVersion (1 or 2)
+// as the package doc defines it, from r.Seq and r.PrevHash and the recorded
+// fields; r.Hash is not read.
 func rowHash(r *Run) string {
 	e := &encoder{h: sha256.New()}
-	e.h.Write([]byte(chainDomain))
+	if r.ChainVersion == 1 {
+		e.h.Write([]byte(chainDomainV1))
+	} else {
+		e.h.Write([]byte(chainDomainV2))
+	}
 	e.int(r.Seq)
 	e.str(r.ID)
 	e.int(r.Start.UnixNano())
@@ -108,6 +125,20 @@ func rowHash(r *Run) string {
 		e.str(r.Labels[k])
 	}
 	e.str(r.NsboxVersion)
+	if r.ChainVersion != 1 {
+		e.str(r.Reason)
+		if s := r.Supervisor; s == nil {
+			for range 5 {
+				e.null()
+			}
+		} else {
+			e.str(s.MachineID)
+			e.str(s.BootID)
+			e.int(s.PID)
+			e.int(s.StartTicks)
+			e.str(s.Namespaces)
+		}
+	}
 	e.str(r.PrevHash)
 	return hex.EncodeToString(e.h.Sum(nil))
 }
@@ -173,6 +204,12 @@ func verify(ctx context.Context, q querier) (*Verification, error) {
 		case r.PrevHash != v.HeadHash:
 			return broke(r, "prev_hash %s is not the hash of the row before (%s): a row before it was removed or rewritten",
 				short(r.PrevHash), short(v.HeadHash))
+		case !knownChainVersion(r.ChainVersion):
+			return broke(r, "chain_version %d is not an encoding this nsbox knows", r.ChainVersion)
+		case r.ChainVersion == 1 && (r.Reason != "" || r.Supervisor != nil):
+			// Encoding 1 does not cover these fields: rows hashed under
+			// it were written before they existed, so they have none.
+			return broke(r, "reason or supervisor set on a row whose hash (encoding 1) does not cover them: the row was edited")
 		}
 		if got := rowHash(r); got != r.Hash {
 			return broke(r, "hash %s does not match its fields (%s): the row was edited", short(r.Hash), short(got))

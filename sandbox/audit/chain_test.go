@@ -7,15 +7,32 @@ import (
 	"testing"
 )
 
-// TestRowHashGolden pins the canonical encoding: a change to it breaks every
-// chain already recorded, so it must be a new chainDomain, not an edit.
+// TestRowHashGolden pins the canonical encodings: a change to one breaks
+// every chain already recorded, so it must be a new version with its own
+// domain, not an edit. Version 1's value is the one it had before version 2
+// existed.
 func TestRowHashGolden(t *testing.T) {
 	r := sampleRun("golden")
 	finishSample(r)
 	r.Seq, r.PrevHash = 7, genesisHash
-	const want = "1dcb22a9329fcf470d2baad8de1b674ca2a2d76732df22097010762b81a685e9"
-	if got := rowHash(r); got != want {
-		t.Errorf("rowHash = %s, want %s", got, want)
+	r.ChainVersion = 1
+	const want1 = "1dcb22a9329fcf470d2baad8de1b674ca2a2d76732df22097010762b81a685e9"
+	if got := rowHash(r); got != want1 {
+		t.Errorf("rowHash v1 = %s, want %s", got, want1)
+	}
+	r.ChainVersion = 2
+	r.Reason = "wall clock 2s"
+	r.Supervisor = &Supervisor{MachineID: "3d1219c7c4c5404aaa1f6d2a48adfda4", BootID: "f45735f2-4c64-429a-8a99-c236215c2d65", PID: 4242, StartTicks: 436506,
+		Namespaces: "pid:[4026531836] time:[4026531834]"}
+	const want2 = "a2353bfb957a36ed9adcddfeb84d5dbcb93d172c49d590698dba66878f5ca17b"
+	if got := rowHash(r); got != want2 {
+		t.Errorf("rowHash v2 = %s, want %s", got, want2)
+	}
+	// Version 2 without a supervisor: five NULLs.
+	r.Supervisor = nil
+	const want2nil = "c9594e2e24a8459ef1fd0bd7409ac90d8b9fdacc9c0b2c15e8bbc2c2534dd7fe"
+	if got := rowHash(r); got != want2nil {
+		t.Errorf("rowHash v2 without supervisor = %s, want %s", got, want2nil)
 	}
 }
 
@@ -25,6 +42,8 @@ func TestRowHashSeparatesValues(t *testing.T) {
 	base := func() *Run {
 		r := sampleRun("x")
 		finishSample(r)
+		r.ChainVersion = 2
+		r.Supervisor = &Supervisor{MachineID: "m", BootID: "b", PID: 10, StartTicks: 20, Namespaces: "pid:[3]"}
 		return r
 	}
 	seen := map[string]string{}
@@ -46,6 +65,18 @@ func TestRowHashSeparatesValues(t *testing.T) {
 		"seq":       func(r *Run) { r.Seq++ },
 		"prev":      func(r *Run) { r.PrevHash = strings.Repeat("1", 64) },
 		"start":     func(r *Run) { r.Start = r.Start.Add(1) },
+		"reason":    func(r *Run) { r.Reason = "supervisor died" },
+		"reason moved": func(r *Run) {
+			r.NsboxVersion, r.Reason = "v1.2", ".3"
+		},
+		"no supervisor": func(r *Run) { r.Supervisor = nil },
+		"other pid":     func(r *Run) { r.Supervisor.PID++ },
+		"other start":   func(r *Run) { r.Supervisor.StartTicks++ },
+		"other boot":    func(r *Run) { r.Supervisor.BootID = "x" },
+		"other machine": func(r *Run) { r.Supervisor.MachineID = "x" },
+		"machine moved": func(r *Run) { r.Supervisor.MachineID, r.Supervisor.BootID = "mb", "" },
+		"other ns":      func(r *Run) { r.Supervisor.Namespaces = "pid:[1]" },
+		"encoding 1":    func(r *Run) { r.ChainVersion, r.Supervisor = 1, nil },
 	} {
 		r := base()
 		edit(r)
@@ -142,6 +173,17 @@ func TestVerifyFindsEdits(t *testing.T) {
 		{"renumbered after a deletion", `DELETE FROM runs WHERE id = '%s'; UPDATE runs SET seq = seq - 1 WHERE seq > 3`, 3, "r4", "prev_hash"},
 		{"taken out of the chain", `UPDATE runs SET seq = NULL WHERE id = '%s'`, 4, "r4", "missing"},
 		{"last taken out of the chain", `UPDATE runs SET seq = NULL WHERE id = 'r5' AND '%s' != ''`, 0, "r5", "not in the chain"},
+		{"reason", `UPDATE runs SET reason = 'supervisor died' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor pid", `UPDATE runs SET supervisor_pid = supervisor_pid + 1 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor boot", `UPDATE runs SET supervisor_boot_id = 'other' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor machine", `UPDATE runs SET supervisor_machine_id = 'other' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor removed", `UPDATE runs SET supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
+			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
+		{"supervisor partly NULL", `UPDATE runs SET supervisor_pid = NULL WHERE id = '%s'`, 3, "r3", "partly NULL"},
+		{"downgraded to encoding 1", `UPDATE runs SET chain_version = 1 WHERE id = '%s'`, 3, "r3", "encoding 1"},
+		{"downgraded and stripped", `UPDATE runs SET chain_version = 1, reason = '', supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
+			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
+		{"unknown encoding", `UPDATE runs SET chain_version = 3 WHERE id = '%s'`, 3, "r3", "chain_version 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, raw, _ := chain(t)

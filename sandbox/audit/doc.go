@@ -13,14 +13,18 @@
 //
 // # Life of a row
 //
-//	Begin   at run start: the row is inserted with status "unfinished", so a
-//	        supervisor killed mid-run leaves a row that says so
+//	Begin   at run start: the row is inserted with status "unfinished" and
+//	        the identity of the process that began it (its supervisor), so
+//	        a supervisor killed mid-run leaves a row that says so
 //	Finish  at run end: every field is written, and the row is given the next
 //	        seq, the previous finished row's hash as prev_hash, and its own hash
+//	Reap    in a later process, for a row whose supervisor is gone for good:
+//	        the row is finished as status "killed", reason "supervisor died"
+//	        (Orphaned rows, below)
 //
 // Unfinished rows are outside the chain until finished.
 //
-// # Schema (version 1)
+// # Schema (version 2)
 //
 //	schema_version  version, applied_at: one row per migration applied
 //	runs            one row per run; seq, prev_hash and hash are NULL until Finish
@@ -31,11 +35,22 @@
 // booleans are 0 or 1. Labels and violations are tables rather than JSON so
 // that they are queried and hashed as plain values.
 //
+// Version 2 added to runs: reason (why the run ended: the result's reason,
+// a sandbox error's step and message, or "supervisor died"; empty in older
+// rows), the supervisor's identity (supervisor_machine_id,
+// supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
+// supervisor_ns: all five NULL when none was recorded, as in older rows) and chain_version (the encoding a finished
+// row's hash is of; 1 in older rows, 0 while unfinished). Migrations only
+// append steps (schema.go): a database is migrated in place when a newer
+// nsbox opens it, with ADD COLUMN, which rewrites no row; an older nsbox
+// then refuses it.
+//
 // # Hash chain
 //
 // A finished row's hash is the lowercase hex SHA-256 of its canonical
-// encoding: the 21 bytes "nsbox audit chain v1\x00" followed by these
-// fields, in this order, each as a tagged value:
+// encoding under the version in its chain_version. Encoding 2, which Finish
+// and Reap write, is the 21 bytes "nsbox audit chain v2\x00" followed by
+// these fields, in this order, each as a tagged value:
 //
 //	 1 seq                    integer, 1 for the first finished row
 //	 2 id                     bytes
@@ -63,8 +78,23 @@
 //	23 labels                 list, sorted by key bytewise; each label is two
 //	                          values: key, value (bytes)
 //	24 nsbox_version          bytes
-//	25 prev_hash              bytes: the previous finished row's hash, or 64
+//	25 reason                 bytes
+//	26 supervisor_machine_id  bytes, or NULL when no supervisor was recorded
+//	27 supervisor_boot_id     bytes, or NULL likewise
+//	28 supervisor_pid         integer, or NULL likewise
+//	29 supervisor_start_ticks integer, or NULL likewise
+//	30 supervisor_ns          bytes, or NULL likewise
+//	31 prev_hash              bytes: the previous finished row's hash, or 64
 //	                          "0" for the first
+//
+// Encoding 1, of the rows finished before schema version 2, is the 21 bytes
+// "nsbox audit chain v1\x00" followed by fields 1-24 and prev_hash: it does
+// not cover the columns version 2 added, so Verify requires them empty
+// (an empty reason, no supervisor) in a row hashed under it. Each encoding starts
+// with its own domain string, so no row hashes alike under both, and a row
+// whose chain_version was edited no longer matches its hash. A log may hold
+// both: the chain goes on from the last encoding-1 row to the first
+// encoding-2 row like any two rows.
 //
 // The tagged values are:
 //
@@ -81,7 +111,8 @@
 //
 // Verify walks the finished rows in seq order and reports the first whose
 // seq is not the previous plus one, whose prev_hash is not the previous row's
-// hash, or whose recomputed hash differs from the stored one; after the walk,
+// hash, whose chain_version is unknown, or whose recomputed hash differs
+// from the stored one; after the walk,
 // a row with a final status but no seq (taken out of the chain) is reported
 // too. So an edit of any recorded field of any finished row, and the deletion
 // of any finished row but the last, is found.
@@ -90,6 +121,62 @@
 // file can rewrite a row and every hash after it, or delete the newest rows.
 // Record the head (seq and hash, printed by `nsbox audit verify`) somewhere
 // else to detect that. Unfinished rows are not chained.
+//
+// # Orphaned rows
+//
+// A supervisor killed mid-run (SIGKILL, a crash, a reboot) leaves its row
+// unfinished, and nothing else will finish it. Reap finds such rows and
+// finishes them, so that the log says what happened: status killed, reason
+// "supervisor died", and what Begin recorded (start, policy, hashes, code,
+// labels) kept. nsbox run reaps a few in the background after its own Begin
+// (ReapInRun: 64 rows looked at, 8 finished, at most a second); every nsbox
+// audit command reaps them all before it reads.
+//
+// The log may be shared by every nsbox on the host, whatever their state
+// directories, so a row must say which process can still finish it. Begin
+// records its supervisor: the machine id (/etc/machine-id), the boot id
+// (/proc/sys/kernel/random/boot_id), the pid, the process's start time
+// (field 22 of /proc/PID/stat, clock ticks since boot) and its PID and time
+// namespaces (readlink of /proc/self/ns/pid and /proc/self/ns/time). A
+// reaper finishes a row when, in this order:
+//
+//   - the machine id is its own and the boot id is not: the supervisor died
+//     before this boot. End: when this boot began. (SQLite in WAL mode works
+//     only among processes of one host, so a shared log is this machine's;
+//     another machine id is a copy of another machine's log, where the boot
+//     id says nothing.)
+//   - it is in the same PID and time namespaces, its /proc shows its own
+//     PID namespace, and kill(pid, 0) reports no such process (not /proc,
+//     which hidepid can hide). End: when found.
+//   - the pid is alive but started at another time: the pid was reused, so
+//     the supervisor died before that process started. End: the end of the
+//     tick that process started in.
+//   - the pid is a zombie that is a whole process, not a thread-group leader
+//     whose other threads run on: it died and will never finish. End: when
+//     found.
+//   - it cannot judge the supervisor (none recorded, as in rows from before
+//     schema version 2; another machine; another PID or time namespace,
+//     where the pid and start time mean something else; no boot id): only
+//     once the row is
+//     older than MaxRunAge, 25h, the longest run a policy allows (24h) and
+//     a margin. End: when found.
+//
+// Anything else, a live process with the recorded pid and start time
+// included, leaves the row unfinished: a reaper never finishes a row whose
+// supervisor may still finish it. The end is a bound, not a measurement:
+// the supervisor died at or before it; duration_ms is end - start, and
+// Stats leaves these rows out of the policies' durations. Afterwards a
+// supervisor that was killed cannot be told from one that exited without
+// finishing its row (its Finish failed, which it reported on stderr), and
+// both rows end so: what such a row asserts is that its supervisor ended
+// without recording how the run ended.
+//
+// Two reapers, or a reaper and a supervisor, never finish a row twice: a
+// reaper finishes each row in its own BEGIN IMMEDIATE transaction that reads
+// it again and skips it when it is no longer unfinished (or no longer the
+// row it judged), and Finish's update applies only to a row without a seq.
+// A reaper's attempt waits at most 50ms for the write lock and it stops when
+// its context ends, so a locked log does not hold up the run that reaps.
 //
 // # Concurrency and cost
 //

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 // The test binary doubles as an nsbox process writing to the log: with
 // childEnv set it runs one Open+Begin(+Finish) and exits (child).
 const (
-	childEnv   = "NSBOX_AUDIT_TEST_CHILD" // "finish" or "kill" (Begin, then SIGKILL itself)
+	childEnv   = "NSBOX_AUDIT_TEST_CHILD" // "finish", "kill" (Begin, then SIGKILL itself) or "reap" (print how many)
 	childDBEnv = "NSBOX_AUDIT_TEST_DB"
 	childIDEnv = "NSBOX_AUDIT_TEST_ID"
 )
@@ -41,6 +42,19 @@ func child(mode string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if mode == "reap" {
+		n, err := db.Reap(context.Background(), ReapLimits{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(n)
+		if err := db.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	}
 	r := sampleRun(os.Getenv(childIDEnv))
 	if err := db.Begin(r); err != nil {

@@ -28,6 +28,7 @@ type runJSON struct {
 	Code               *string            `json:"code"` // null when not stored
 	CodeBase64         string             `json:"code_base64,omitempty"`
 	Status             string             `json:"status"`
+	Reason             string             `json:"reason"` // "" when none
 	ExitCode           *int               `json:"exit_code"`
 	Signal             *int               `json:"signal"`
 	CPUMS              *int64             `json:"cpu_ms"`
@@ -43,8 +44,10 @@ type runJSON struct {
 	Violations         []result.Violation `json:"violations"` // [] when none
 	Labels             map[string]string  `json:"labels"`     // {} when none
 	NsboxVersion       string             `json:"nsbox_version"`
-	PrevHash           string             `json:"prev_hash"` // "" while unfinished
-	Hash               string             `json:"hash"`      // "" while unfinished
+	Supervisor         *Supervisor        `json:"supervisor"`    // null when none was recorded
+	ChainVersion       int                `json:"chain_version"` // the hash's encoding; 0 while unfinished
+	PrevHash           string             `json:"prev_hash"`     // "" while unfinished
+	Hash               string             `json:"hash"`          // "" while unfinished
 }
 
 // MarshalJSON writes r as one JSON object (runJSON), without HTML escaping.
@@ -52,12 +55,12 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	j := runJSON{
 		ID: r.ID, Seq: r.Seq, Start: r.Start.UTC(), DurationMS: r.DurationMS,
 		Policy: r.Policy, PolicySHA256: r.PolicySHA256, RootManifestSHA256: r.RootManifestSHA256,
-		CodeSHA256: r.CodeSHA256, Status: r.Status, ExitCode: r.ExitCode, Signal: r.Signal,
+		CodeSHA256: r.CodeSHA256, Status: r.Status, Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal,
 		CPUMS: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes,
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Violations: r.Violations, Labels: r.Labels, NsboxVersion: r.NsboxVersion,
-		PrevHash: r.PrevHash, Hash: r.Hash,
+		Supervisor: r.Supervisor, ChainVersion: r.ChainVersion, PrevHash: r.PrevHash, Hash: r.Hash,
 	}
 	if !r.End.IsZero() {
 		end := r.End.UTC()
@@ -94,12 +97,12 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 	*r = Run{
 		ID: j.ID, Seq: j.Seq, Start: j.Start, DurationMS: j.DurationMS,
 		Policy: j.Policy, PolicySHA256: j.PolicySHA256, RootManifestSHA256: j.RootManifestSHA256,
-		CodeSHA256: j.CodeSHA256, Status: j.Status, ExitCode: j.ExitCode, Signal: j.Signal,
+		CodeSHA256: j.CodeSHA256, Status: j.Status, Reason: j.Reason, ExitCode: j.ExitCode, Signal: j.Signal,
 		CPUMS: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes,
 		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes,
 		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
 		Violations: j.Violations, Labels: j.Labels, NsboxVersion: j.NsboxVersion,
-		PrevHash: j.PrevHash, Hash: j.Hash,
+		Supervisor: j.Supervisor, ChainVersion: j.ChainVersion, PrevHash: j.PrevHash, Hash: j.Hash,
 	}
 	if j.End != nil {
 		r.End = *j.End

@@ -228,6 +228,43 @@ func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	})
 }
 
+// writeTxWait is writeTx on one connection whose busy timeout is wait
+// rather than busyTimeout, so that a caller that gives up early (Reap, with
+// a deadline in ctx) is not held in SQLite's own wait: cancelling ctx
+// interrupts a running statement, not the busy handler's sleep.
+func (db *DB) writeTxWait(ctx context.Context, wait time.Duration, fn func(*sql.Tx) error) (err error) {
+	conn, err := db.sql.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, wait.Milliseconds())); err != nil {
+		return fmt.Errorf("set busy timeout: %w", err)
+	}
+	defer func() {
+		// The connection goes back to the pool with the usual timeout, or
+		// not at all.
+		_, rerr := conn.ExecContext(context.Background(), fmt.Sprintf(`PRAGMA busy_timeout = %d`, busyTimeout.Milliseconds()))
+		if rerr != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	return retryBusy(ctx, func() error {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	})
+}
+
 // retryBusy runs fn until it succeeds, fails with anything but busy, or
 // writeDeadline passes; waits grow from 1ms to 100ms, jittered so that
 // processes that collided do not collide again.

@@ -15,9 +15,19 @@ import (
 // and returns a function that releases them at once and waits for them.
 func startChildren(t *testing.T, path, mode string, n int) func() []error {
 	t.Helper()
+	wait := startChildrenOut(t, path, mode, n)
+	return func() []error {
+		_, errs := wait()
+		return errs
+	}
+}
+
+// startChildrenOut is startChildren that also returns each child's stdout.
+func startChildrenOut(t *testing.T, path, mode string, n int) func() ([]string, []error) {
+	t.Helper()
 	type proc struct {
-		cmd    *exec.Cmd
-		stderr *bytes.Buffer
+		cmd            *exec.Cmd
+		stdout, stderr *bytes.Buffer
 	}
 	var procs []proc
 	var release []*os.File
@@ -30,26 +40,27 @@ func startChildren(t *testing.T, path, mode string, n int) func() []error {
 		cmd.Env = append(os.Environ(), childEnv+"="+mode, childDBEnv+"="+path,
 			childIDEnv+"="+fmt.Sprintf("%s-%02d", mode, i))
 		cmd.Stdin = pr
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		pr.Close()
-		procs = append(procs, proc{cmd, &stderr})
+		procs = append(procs, proc{cmd, &stdout, &stderr})
 		release = append(release, pw)
 	}
-	return func() []error {
+	return func() ([]string, []error) {
 		for _, pw := range release {
 			pw.Close()
 		}
-		errs := make([]error, len(procs))
+		outs, errs := make([]string, len(procs)), make([]error, len(procs))
 		for i, p := range procs {
 			if err := p.cmd.Wait(); err != nil {
 				errs[i] = fmt.Errorf("child %d: %w: %s", i, err, p.stderr.String())
 			}
+			outs[i] = p.stdout.String()
 		}
-		return errs
+		return outs, errs
 	}
 }
 

@@ -24,6 +24,13 @@ const StatusUnfinished = "unfinished"
 // HeadBytes is how much of each output stream a row keeps.
 const HeadBytes = 1024
 
+// MaxReasonBytes is how much of a reason a row keeps.
+const MaxReasonBytes = 1024
+
+// ReasonSupervisorDied is the reason of a row that Reap finished: status
+// killed, its supervisor gone without finishing it.
+const ReasonSupervisorDied = "supervisor died"
+
 // Limits on labels, so that a caller cannot make rows arbitrarily large.
 const (
 	MaxLabels          = 32
@@ -54,6 +61,7 @@ type Run struct {
 	CodeSHA256         string
 	Code               *string // only when the policy's audit.store_code is true
 	Status             string  // the result's status; StatusUnfinished until Finish
+	Reason             string  // why it ended: the result's reason (or error), ReasonSupervisorDied; valid UTF-8, at most MaxReasonBytes
 	ExitCode, Signal   *int
 	CPUMS              *int64
 	PeakMemoryBytes    *int64
@@ -66,11 +74,16 @@ type Run struct {
 	Violations         []result.Violation
 	Labels             map[string]string // --label key=value
 	NsboxVersion       string
+	// Supervisor is the process that began the row; Begin records the
+	// calling process when nil. nil in rows from before it was recorded,
+	// and when /proc could not tell.
+	Supervisor *Supervisor
 
 	// The chain fields, set by Finish and by the queries; ignored as input.
-	Seq      int64  // position in the chain, from 1; 0 while unfinished
-	PrevHash string // hash of the finished row before this one; "" while unfinished
-	Hash     string // this row's hash (package doc); "" while unfinished
+	Seq          int64  // position in the chain, from 1; 0 while unfinished
+	PrevHash     string // hash of the finished row before this one; "" while unfinished
+	Hash         string // this row's hash (package doc); "" while unfinished
+	ChainVersion int    // the encoding Hash is of: 1 or 2 (package doc); 0 while unfinished
 }
 
 // Finished reports whether the row has been through Finish.
@@ -119,6 +132,21 @@ func checkLabels(labels map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// clipReason makes the reason valid UTF-8 (invalid bytes become U+FFFD)
+// of at most MaxReasonBytes, cut at a character boundary: it is text that
+// Export carries exactly, with no _base64 twin.
+func clipReason(r *Run) {
+	s := strings.ToValidUTF8(r.Reason, "\uFFFD")
+	if len(s) > MaxReasonBytes {
+		n := MaxReasonBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	r.Reason = s
 }
 
 // clipHeads cuts the heads to HeadBytes, so what is stored, hashed and left

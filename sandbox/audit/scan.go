@@ -15,7 +15,8 @@ import (
 const runColumns = `id, seq, start_ns, end_ns, duration_ms, policy, policy_sha256, root_manifest_sha256,
 	code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 	stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
-	nsbox_version, prev_hash, hash`
+	nsbox_version, prev_hash, hash, chain_version, reason,
+	supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns`
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("stop")
@@ -113,6 +114,22 @@ func (c *cols) bytes() []byte {
 	return nil
 }
 
+// supervisor reads the five supervisor columns: all NULL (none recorded)
+// or all set. Begin writes one or the other, so a mix is an edited row.
+func (c *cols) supervisor() *Supervisor {
+	machine, boot, pid, start, ns := c.optStr(), c.optStr(), c.optInt64(), c.optInt64(), c.optStr()
+	switch {
+	case machine == nil && boot == nil && pid == nil && start == nil && ns == nil:
+		return nil
+	case machine == nil || boot == nil || pid == nil || start == nil || ns == nil:
+		if c.err == nil {
+			c.err = errors.New("supervisor columns partly NULL")
+		}
+		return nil
+	}
+	return &Supervisor{MachineID: *machine, BootID: *boot, PID: *pid, StartTicks: *start, Namespaces: *ns}
+}
+
 func (c *cols) time() time.Time {
 	p := c.optInt64()
 	if p == nil {
@@ -172,6 +189,9 @@ func scanRun(rows *sql.Rows) (r *Run, rowErr error, err error) {
 	r.NsboxVersion = c.str()
 	r.PrevHash = c.str()
 	r.Hash = c.str()
+	r.ChainVersion = int(c.int64())
+	r.Reason = c.str()
+	r.Supervisor = c.supervisor()
 	r.Violations = []result.Violation{}
 	r.Labels = map[string]string{}
 	return r, c.err, nil

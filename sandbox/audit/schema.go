@@ -8,7 +8,7 @@ import (
 )
 
 // SchemaVersion is the schema this package reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[i] brings a database from version i to i+1. A new version
 // appends a step; a step never changes once released, since databases in the
@@ -66,6 +66,23 @@ CREATE TABLE run_violations (
 	PRIMARY KEY (run_id, idx)
 ) WITHOUT ROWID;
 CREATE INDEX run_violations_name ON run_violations (kind, name);
+`,
+	// 1 -> 2: why a run ended (reason), which process began its row (the
+	// supervisor_ columns, so that a later process can tell a dead
+	// supervisor's row from a running one), and which chain encoding a
+	// finished row's hash uses. ADD COLUMN leaves the existing rows as they
+	// are (no rewrite of a large log under the write lock): they read as
+	// chain_version 1, reason '' and no supervisor, as they were hashed.
+	// The new columns come after the large ones; only the reaper's query of
+	// the few unfinished rows reads them without the rest.
+	`
+ALTER TABLE runs ADD COLUMN chain_version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN supervisor_machine_id TEXT;     -- NULL: no identity recorded
+ALTER TABLE runs ADD COLUMN supervisor_boot_id TEXT;
+ALTER TABLE runs ADD COLUMN supervisor_pid INTEGER;
+ALTER TABLE runs ADD COLUMN supervisor_start_ticks INTEGER;
+ALTER TABLE runs ADD COLUMN supervisor_ns TEXT;
 `,
 }
 

@@ -31,17 +31,20 @@ type PolicyTime struct {
 
 // Stats summarises the whole log.
 type Stats struct {
-	Total           int            `json:"total"`      // rows, finished or not
-	Unfinished      int            `json:"unfinished"` // rows still "unfinished": running, or their supervisor died
-	ByStatus        map[string]int `json:"by_status"`  // rows per status, "unfinished" included
+	Total           int            `json:"total"`           // rows, finished or not
+	Unfinished      int            `json:"unfinished"`      // rows still "unfinished": running, or not yet found orphaned
+	SupervisorDied  int            `json:"supervisor_died"` // of the "killed" rows, those Reap finished: their supervisor died mid-run
+	ByStatus        map[string]int `json:"by_status"`       // rows per status, "unfinished" included
 	TopImports      []Count        `json:"top_imports"`
 	TopEvents       []Count        `json:"top_events"`
-	SlowestPolicies []PolicyTime   `json:"slowest_policies"` // by median, then p95
+	SlowestPolicies []PolicyTime   `json:"slowest_policies"` // by median, then p95; without the rows Reap finished
 }
 
-// Stats counts runs by status, ranks the most refused imports and audit
-// events (by the number of runs that had them) and the policies whose
-// finished runs take longest. Each list has at most TopN entries.
+// Stats counts runs by status (and the killed ones whose supervisor died),
+// ranks the most refused imports and audit events (by the number of runs
+// that had them) and the policies whose finished runs take longest. Each
+// list has at most TopN entries. It counts what is recorded: Reap first
+// for the orphans to count as killed.
 func (db *DB) Stats() (*Stats, error) {
 	s := &Stats{ByStatus: map[string]int{}}
 	ctx := context.Background()
@@ -80,8 +83,16 @@ func countStatuses(ctx context.Context, q querier, s *Stats) error {
 		s.ByStatus[status] = n
 		s.Total += n
 	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count statuses: %w", err)
+	}
 	s.Unfinished = s.ByStatus[StatusUnfinished]
-	return rows.Err()
+	err = q.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE status = ? AND reason = ? AND seq IS NOT NULL`,
+		string(result.StatusKilled), ReasonSupervisorDied).Scan(&s.SupervisorDied)
+	if err != nil {
+		return fmt.Errorf("count runs whose supervisor died: %w", err)
+	}
+	return nil
 }
 
 func topViolations(ctx context.Context, q querier, kind string) ([]Count, error) {
@@ -103,10 +114,13 @@ func topViolations(ctx context.Context, q querier, kind string) ([]Count, error)
 }
 
 // slowestPolicies reads the durations sorted by policy and duration, so the
-// percentiles are an index into each policy's run.
+// percentiles are an index into each policy's run. The rows Reap finished
+// are left out: their duration is when the orphan was found, not how long
+// the policy's program ran.
 func slowestPolicies(ctx context.Context, q querier) ([]PolicyTime, error) {
-	rows, err := q.QueryContext(ctx,
-		`SELECT policy, duration_ms FROM runs WHERE seq IS NOT NULL ORDER BY policy, duration_ms`)
+	rows, err := q.QueryContext(ctx, `SELECT policy, duration_ms FROM runs
+		WHERE seq IS NOT NULL AND NOT (status = ? AND reason = ?) ORDER BY policy, duration_ms`,
+		string(result.StatusKilled), ReasonSupervisorDied)
 	if err != nil {
 		return nil, fmt.Errorf("read durations: %w", err)
 	}

@@ -15,7 +15,8 @@ var ErrFinished = errors.New("run already finished")
 // Begin records the start of run r with status StatusUnfinished (which it
 // also sets in r), so that a supervisor killed mid-run leaves a row that
 // says so. It stores what is known at the start: ID, Start (now when zero),
-// Policy, the three hashes, Code, Labels and NsboxVersion; Finish writes
+// Policy, the three hashes, Code, Labels, NsboxVersion and Supervisor (this
+// process when nil, so that Reap can tell when it is gone); Finish writes
 // every field again.
 func (db *DB) Begin(r *Run) error {
 	if err := db.begin(r); err != nil {
@@ -35,15 +36,21 @@ func (db *DB) begin(r *Run) error {
 		r.Start = time.Now()
 	}
 	r.Status = StatusUnfinished
+	if r.Supervisor == nil {
+		r.Supervisor = thisHost().self
+	}
+	machine, boot, pid, start, ns := supervisorColumns(r.Supervisor)
 	ctx := context.Background()
 	// The row and its labels in one transaction: a row never lacks the
-	// labels it is listed by.
+	// labels it is listed by. chain_version 0: not hashed yet.
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs
-			(id, start_ns, policy, policy_sha256, root_manifest_sha256, code_sha256, code, status, nsbox_version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			(id, start_ns, policy, policy_sha256, root_manifest_sha256, code_sha256, code, status, nsbox_version,
+			 chain_version, supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
+			 supervisor_ns)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)`,
 			r.ID, r.Start.UnixNano(), r.Policy, r.PolicySHA256, r.RootManifestSHA256, r.CodeSHA256,
-			r.Code, r.Status, r.NsboxVersion)
+			r.Code, r.Status, r.NsboxVersion, machine, boot, pid, start, ns)
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
@@ -53,9 +60,11 @@ func (db *DB) begin(r *Run) error {
 
 // Finish records how run r ended and links the row into the hash chain: it
 // gets the next seq and the previous finished row's hash, and r.Seq,
-// r.PrevHash and r.Hash are set on success. A run never begun is inserted
-// whole, so a failed Begin does not lose the run. r.Status must be a final
-// status; a zero r.End is set to now; heads are cut to HeadBytes.
+// r.PrevHash, r.Hash and r.ChainVersion are set on success. A run never
+// begun is inserted whole, so a failed Begin does not lose the run; a nil
+// r.Supervisor is this process. r.Status must be a final status; a zero
+// r.End is set to now; heads are cut to HeadBytes, the reason to
+// MaxReasonBytes of valid UTF-8.
 func (db *DB) Finish(r *Run) error {
 	if err := db.finish(r); err != nil {
 		return fmt.Errorf("audit finish run %s in %s: %w", r.ID, db.path, err)
@@ -79,21 +88,16 @@ func (db *DB) finish(r *Run) error {
 	if r.End.IsZero() {
 		r.End = time.Now()
 	}
+	if r.Supervisor == nil {
+		r.Supervisor = thisHost().self
+	}
 	clipHeads(r)
+	clipReason(r)
 	ctx := context.Background()
 	var linked Run
-	// BEGIN IMMEDIATE (writeTx) holds the write lock from the read of the
-	// chain's head to the commit, so no other finisher can take the same
-	// seq: the chain stays linear however many processes finish at once.
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		linked = *r
-		var err error
-		if linked.Seq, linked.PrevHash, err = chainHead(ctx, tx); err != nil {
-			return err
-		}
-		linked.Seq++
-		linked.Hash = rowHash(&linked)
-		if err := upsertFinished(ctx, tx, &linked); err != nil {
+		if err := link(ctx, tx, &linked); err != nil {
 			return err
 		}
 		if err := insertLabels(ctx, tx, &linked); err != nil {
@@ -104,8 +108,33 @@ func (db *DB) finish(r *Run) error {
 	if err != nil {
 		return err
 	}
-	r.Seq, r.PrevHash, r.Hash = linked.Seq, linked.PrevHash, linked.Hash
+	r.Seq, r.PrevHash, r.Hash, r.ChainVersion = linked.Seq, linked.PrevHash, linked.Hash, linked.ChainVersion
 	return nil
+}
+
+// link gives r the next place in the chain and writes the row's fields (not
+// its labels and violations). It runs inside a BEGIN IMMEDIATE transaction
+// (writeTx), which holds the write lock from the read of the chain's head
+// to the commit, so no other finisher can take the same seq: the chain
+// stays linear however many processes finish at once.
+func link(ctx context.Context, tx *sql.Tx, r *Run) error {
+	var err error
+	if r.Seq, r.PrevHash, err = chainHead(ctx, tx); err != nil {
+		return err
+	}
+	r.Seq++
+	r.ChainVersion = chainVersion
+	r.Hash = rowHash(r)
+	return upsertFinished(ctx, tx, r)
+}
+
+// supervisorColumns is how a Supervisor is stored: five values, or five
+// NULLs for none.
+func supervisorColumns(s *Supervisor) (machine, boot, pid, start, ns any) {
+	if s == nil {
+		return nil, nil, nil, nil, nil
+	}
+	return s.MachineID, s.BootID, s.PID, s.StartTicks, s.Namespaces
 }
 
 // genesisHash is the prev_hash of the first finished row.
@@ -131,12 +160,14 @@ func chainHead(ctx context.Context, q querier) (seq int64, hash string, err erro
 // upsertFinished writes every field of r. The update applies only to a row
 // not yet in the chain, so finishing twice changes nothing and fails.
 func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
+	machine, boot, pid, start, ns := supervisorColumns(r.Supervisor)
 	res, err := tx.ExecContext(ctx, `INSERT INTO runs (
 			id, seq, start_ns, end_ns, duration_ms, policy, policy_sha256, root_manifest_sha256,
 			code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 			stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
-			nsbox_version, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			nsbox_version, prev_hash, hash, chain_version, reason,
+			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			seq = excluded.seq, start_ns = excluded.start_ns, end_ns = excluded.end_ns,
 			duration_ms = excluded.duration_ms, policy = excluded.policy,
@@ -147,12 +178,16 @@ func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 			stderr_bytes = excluded.stderr_bytes, stdout_head = excluded.stdout_head,
 			stderr_head = excluded.stderr_head, stdout_truncated = excluded.stdout_truncated,
 			stderr_truncated = excluded.stderr_truncated, nsbox_version = excluded.nsbox_version,
-			prev_hash = excluded.prev_hash, hash = excluded.hash
+			prev_hash = excluded.prev_hash, hash = excluded.hash,
+			chain_version = excluded.chain_version, reason = excluded.reason,
+			supervisor_machine_id = excluded.supervisor_machine_id, supervisor_boot_id = excluded.supervisor_boot_id, supervisor_pid = excluded.supervisor_pid,
+			supervisor_start_ticks = excluded.supervisor_start_ticks, supervisor_ns = excluded.supervisor_ns
 		WHERE runs.seq IS NULL`,
 		r.ID, r.Seq, r.Start.UnixNano(), r.End.UnixNano(), r.DurationMS, r.Policy, r.PolicySHA256,
 		r.RootManifestSHA256, r.CodeSHA256, r.Code, r.Status, r.ExitCode, r.Signal, r.CPUMS,
 		r.PeakMemoryBytes, r.StdoutBytes, r.StderrBytes, nonNil(r.StdoutHead), nonNil(r.StderrHead),
-		boolInt(r.StdoutTruncated), boolInt(r.StderrTruncated), r.NsboxVersion, r.PrevHash, r.Hash)
+		boolInt(r.StdoutTruncated), boolInt(r.StderrTruncated), r.NsboxVersion, r.PrevHash, r.Hash,
+		r.ChainVersion, r.Reason, machine, boot, pid, start, ns)
 	if err != nil {
 		return fmt.Errorf("write run: %w", err)
 	}
