@@ -34,6 +34,7 @@ func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
 			errs[i] = err
 			if err == nil {
 				paths[i] = r.Header.Python.Path
+				r.Close()
 			}
 			mu.Lock()
 			logs.WriteString(log.String())
@@ -52,7 +53,9 @@ func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
 	if n := strings.Count(logs.String(), "building the base root"); n != 1 {
 		t.Errorf("base built %d times, want once:\n%s", n, logs.String())
 	}
-	if _, err := roots.Open("base", true); err != nil {
-		t.Errorf("full verification of a fresh base: %v", err)
+	r, err := roots.Open("base", true)
+	if err != nil {
+		t.Fatalf("full verification of a fresh base: %v", err)
 	}
+	r.Close()
 }
