@@ -137,7 +137,13 @@ func sweepGenerations(out string, now time.Time) ([]string, error) {
 		}
 		var keep bool
 		var err error
-		if created, ok := rootfs.GenerationOf(base, name); ok {
+		if created, ok := rootfs.GenerationOf(base, name); ok && !e.IsDir() {
+			// Not a generation: the symlink of a conversion that died
+			// before its exchange.
+			if err := os.Remove(p); err != nil {
+				return kept, fmt.Errorf("remove stale symlink: %w", err)
+			}
+		} else if ok {
 			keep, err = removeGeneration(out, p, now.Sub(created))
 		} else if gen, ok := strings.CutSuffix(name, ".lock"); ok && isGenerationOf(base, gen) {
 			err = removeOrphanLock(out, filepath.Join(parent, gen))

@@ -186,6 +186,11 @@ func TestHalfGenerationNeverUsed(t *testing.T) {
 	if err := os.Symlink(filepath.Base(half), out+".tmp-link-x3"); err != nil {
 		t.Fatal(err)
 	}
+	// A conversion's symlink, made under a generation name, never
+	// exchanged.
+	if err := os.Symlink(filepath.Base(half), rootfs.GenerationPath(out, rootfs.NewGenerationID(time.Now()))); err != nil {
+		t.Fatal(err)
+	}
 	held, err := rootfs.Hold(out)
 	if err != nil || held.Dir != cur {
 		t.Fatalf("Hold = %+v, %v; want the complete %s", held, err, cur)
