@@ -268,7 +268,7 @@ def runc_bundle(tmp, runc, code):
     # would make nsbox's base root fail its manifest check.
     rootfs = os.path.join(tmp, "runc-rootfs")
     if not os.path.isdir(rootfs):
-        subprocess.run(["cp", "-a", os.path.join(ROOTS, "base"), rootfs], check=True)
+        subprocess.run(["cp", "-a", os.path.join(ROOTS, "base", "."), rootfs], check=True)  # the generation, not the symlink
     c["root"] = {"path": rootfs, "readonly": True}
     ns = c["linux"]["namespaces"]
     if not any(n["type"] == "cgroup" for n in ns):

@@ -71,7 +71,7 @@ func copyRoot(t *testing.T) string {
 	// Make sure base exists (built on first use).
 	runPy(t, "default", "pass").wantStatus(t, result.StatusOK)
 	dst := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join(rootsDir(), "base"), dst).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", filepath.Join(rootsDir(), "base")+"/.", dst).CombinedOutput(); err != nil {
 		t.Fatalf("copy base root: %v\n%s", err, out)
 	}
 	return dst

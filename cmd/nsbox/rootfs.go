@@ -26,7 +26,7 @@ func rootfsCommand() *cli.Command {
 		Name:            "rootfs",
 		Usage:           "build and verify the read-only root filesystems that runs use",
 		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand(), rootfsRunnerPathCommand()},
+		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand(), rootfsSweepCommand(), rootfsRunnerPathCommand()},
 	}
 }
 
@@ -48,19 +48,22 @@ func rootfsBuildCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "build",
 		Usage: "build a root: an interpreter, its standard library, a venv with the locked packages, their libraries",
-		Description: "Builds into OUT.tmp-XXXX next to --out and swaps it in atomically; a failed build leaves --out as it\n" +
-			"was. --lock is a pip requirements file in which every entry is name==version with --hash=sha256:...\n" +
+		Description: "Builds into OUT.tmp-XXXX next to --out, which becomes a new generation OUT.gen-ID; --out, a symlink,\n" +
+			"is then switched to it in one rename. Runs in progress keep the generation they started on; a generation\n" +
+			"no run holds any more is removed by the next build or `nsbox rootfs sweep`. A failed build leaves --out\n" +
+			"as it was. --lock is a pip requirements file in which every entry is name==version with --hash=sha256:...\n" +
 			"(pip-compile --generate-hashes); packages are installed from wheels only, with the pip of --python or of\n" +
 			"python3 on PATH, reusing pip's cache. Without --lock the root holds the standard library only and the\n" +
 			"build needs no network. Must run as root.\n" +
 			"\n" +
 			"On a terminal, one line per step with its time, files and bytes. With --json, or when standard output\n" +
 			"is not a terminal, one JSON object per line: {\"step\":NAME}, {\"files\":N,\"bytes\":B}, and at the end\n" +
-			"{\"done\":true,\"python\":PATH,\"python_version\":V,\"files\":N,\"bytes\":B,\"packages\":[...],\"elapsed_ms\":MS}\n" +
+			"{\"done\":true,\"python\":PATH,\"python_version\":V,\"files\":N,\"bytes\":B,\"packages\":[...],\"generation\":DIR,\n" +
+			"\"kept\":[DIR...],\"elapsed_ms\":MS} (kept: older generations that runs may still use)\n" +
 			"or {\"error\":MESSAGE}. Exit status: 0 built, 1 failed (the message names the file, line or package).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "python", Usage: "host interpreter, absolute path (e.g. /usr/bin/python3.11)"},
-			&cli.StringFlag{Name: "out", Usage: "root directory to create or replace"},
+			&cli.StringFlag{Name: "out", Usage: "root to create or replace (a symlink to its current generation)"},
 			&cli.StringFlag{Name: "lock", Usage: "hash-pinned requirements lock (default: standard library only)"},
 			&cli.BoolFlag{Name: "json", Usage: "print progress and the result as JSON lines"},
 			&cli.StringFlag{Name: "pip-cache", Usage: "pip's cache directory (default: pip's own)"},
@@ -132,10 +135,12 @@ func rootfsVerifyCommand() *cli.Command {
 		Usage:     "re-hash every file of a root and list what is missing, modified or extra",
 		ArgsUsage: "DIR",
 		Description: "Compares every path under DIR with DIR/.nsbox/manifest.json: type, mode, size, sha256 and link\n" +
-			"target, plus the metadata itself (the header's manifest digest, the lock file). Prints one line per\n" +
-			"difference (\"missing PATH\", \"modified PATH\", \"extra PATH\", paths inside the root) and a summary.\n" +
-			"--json prints one object: {\"root\":DIR,\"ok\":BOOL,\"missing\":[...],\"modified\":[...],\"extra\":[...]},\n" +
-			"with \"error\":MESSAGE when the root could not be verified at all.\n" +
+			"target, plus the metadata itself (the header's manifest digest, the lock file). DIR's current\n" +
+			"generation is checked, and held meanwhile, so a rebuild does not remove it half-way. Prints one line\n" +
+			"per difference (\"missing PATH\", \"modified PATH\", \"extra PATH\", paths inside the root) and a summary.\n" +
+			"--json prints one object: {\"root\":DIR,\"generation\":GEN,\"ok\":BOOL,\"missing\":[...],\"modified\":[...],\n" +
+			"\"extra\":[...]}, GEN being the directory checked, with \"error\":MESSAGE when the root could not be\n" +
+			"verified at all.\n" +
 			"\n" +
 			"Exit status: 0 when the root matches its manifest, 1 on any difference or when it cannot be read.",
 		Flags: []cli.Flag{
@@ -147,8 +152,9 @@ func rootfsVerifyCommand() *cli.Command {
 
 // verifyResult is verify's --json object.
 type verifyResult struct {
-	Root string `json:"root"`
-	OK   bool   `json:"ok"`
+	Root       string `json:"root"`
+	Generation string `json:"generation,omitempty"`
+	OK         bool   `json:"ok"`
 	rootfs.Report
 	Error string `json:"error,omitempty"`
 }
@@ -158,8 +164,17 @@ func rootfsVerifyAction(c *cli.Context) error {
 		return fmt.Errorf("verify takes one root directory, got %q", c.Args().Slice())
 	}
 	dir := c.Args().First()
-	rep, err := rootfs.Verify(dir)
-	res := verifyResult{Root: dir, OK: err == nil && rep.OK(), Report: rep}
+	rep := rootfs.Report{Missing: []string{}, Modified: []string{}, Extra: []string{}}
+	held, err := rootfs.Hold(dir)
+	var gen string
+	if err == nil {
+		gen = held.Dir
+		rep, err = rootfs.Verify(gen)
+		if cerr := held.Close(); err == nil {
+			err = cerr
+		}
+	}
+	res := verifyResult{Root: dir, Generation: gen, OK: err == nil && rep.OK(), Report: rep}
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -209,4 +224,36 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+func rootfsSweepCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "sweep",
+		Usage:     "remove the generations of a root that no run uses any more",
+		ArgsUsage: "DIR",
+		Description: "Removes the generations of the root DIR (DIR.gen-ID) that are not current and that no run holds, and\n" +
+			"what builds that died left (DIR.tmp-*), as every `nsbox rootfs build` of DIR does. A generation a run\n" +
+			"still uses is kept, and so, for a day after it was renamed aside, is a root an older nsbox built in\n" +
+			"place (its runs hold no lock). Waits for a build of DIR in progress. Prints one line per generation\n" +
+			"kept. Must run as root.\n" +
+			"\n" +
+			"Exit status: 0 swept, 1 failed.",
+		Action: rootfsSweepAction,
+	}
+}
+
+func rootfsSweepAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit(fmt.Sprintf("nsbox: rootfs sweep takes one root, got %q", c.Args().Slice()), exitRootfsFailed)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	kept, err := build.Sweep(ctx, c.Args().First())
+	for _, k := range kept {
+		fmt.Fprintf(c.App.Writer, "kept %s: runs may still use it\n", k)
+	}
+	if err != nil {
+		return cli.Exit("nsbox: rootfs sweep: "+err.Error(), exitRootfsFailed)
+	}
+	return nil
 }

@@ -69,11 +69,12 @@ func TestRootfsBuildAndVerify(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"bytes", "done", "elapsed_ms", "files", "packages", "python", "python_version"}; !slices.Equal(keys, want) {
+	if want := []string{"bytes", "done", "elapsed_ms", "files", "generation", "kept", "packages", "python", "python_version"}; !slices.Equal(keys, want) {
 		t.Errorf("summary keys %v, want %v", keys, want)
 	}
-	if done["done"] != true || done["python"] != "/venv/bin/python" {
-		t.Errorf("summary %v", done)
+	gen, err := filepath.EvalSymlinks(dir)
+	if done["done"] != true || done["python"] != "/venv/bin/python" || done["generation"] != gen || len(done["kept"].([]any)) != 0 {
+		t.Errorf("summary %v, want generation %s and nothing kept", done, gen)
 	}
 
 	// A clean root: exit 0, in both formats.
@@ -87,7 +88,7 @@ func TestRootfsBuildAndVerify(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"extra", "missing", "modified", "ok", "root"}; !slices.Equal(keys, want) || v["ok"] != true || v["root"] != dir {
+	if want := []string{"extra", "generation", "missing", "modified", "ok", "root"}; !slices.Equal(keys, want) || v["ok"] != true || v["root"] != dir || v["generation"] != gen {
 		t.Errorf("verify --json: %v", v)
 	}
 	if !strings.Contains(out, `"missing": []`) {
@@ -149,7 +150,7 @@ func TestRootfsErrors(t *testing.T) {
 		{[]string{"build", "--json", "--out", out}, 1, "--python is required", ""},
 		{[]string{"build", "--json", "--python", "/nonexistent/python", "--out", out}, 1, "/nonexistent/python", ""},
 		{[]string{"build", "--no-such-flag"}, 1, "", ""},
-		{[]string{"verify", "--json", filepath.Join(out, "nope")}, 1, `"error": "rootfs: load manifest: open ` + filepath.Join(out, "nope"), ""},
+		{[]string{"verify", "--json", filepath.Join(out, "nope")}, 1, `"error": "rootfs: resolve root: lstat ` + filepath.Join(out, "nope"), ""},
 		{[]string{"verify", filepath.Join(out, "nope")}, 1, "cannot verify", ""},
 		{[]string{"verify"}, 125, "", ""},
 	} {

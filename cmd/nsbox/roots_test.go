@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/roots"
@@ -34,6 +39,7 @@ func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
 			errs[i] = err
 			if err == nil {
 				paths[i] = r.Header.Python.Path
+				r.Close()
 			}
 			mu.Lock()
 			logs.WriteString(log.String())
@@ -52,7 +58,29 @@ func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
 	if n := strings.Count(logs.String(), "building the base root"); n != 1 {
 		t.Errorf("base built %d times, want once:\n%s", n, logs.String())
 	}
-	if _, err := roots.Open("base", true); err != nil {
-		t.Errorf("full verification of a fresh base: %v", err)
+	r, err := roots.Open("base", true)
+	if err != nil {
+		t.Fatalf("full verification of a fresh base: %v", err)
+	}
+	// The run holds its generation (the path's target, with its lock)
+	// until Close: a build could not remove it before.
+	gen, err := filepath.EvalSymlinks(roots.Path("base"))
+	if err != nil || r.Dir != gen || r.Path != roots.Path("base") {
+		t.Errorf("Open: Dir %s, Path %s; want the generation %s (%v)", r.Dir, r.Path, gen, err)
+	}
+	exclusive := func() error {
+		f, err := os.Open(gen + ".lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err := exclusive(); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("exclusive lock of an open root's generation: %v, want EWOULDBLOCK", err)
+	}
+	r.Close()
+	if err := exclusive(); err != nil {
+		t.Errorf("exclusive lock after Close: %v", err)
 	}
 }

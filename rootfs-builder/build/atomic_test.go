@@ -16,16 +16,23 @@ import (
 )
 
 // siblings returns the names next to out that a build may leave: its
-// temporary and moved-aside directories.
+// temporary directories, and generations other than the current one.
 func siblings(t *testing.T, out string) []string {
 	t.Helper()
+	cur, err := rootfs.Resolve(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(out))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var left []string
-	for _, pat := range []string{out + ".tmp-*", out + ".old-*"} {
-		m, err := filepath.Glob(pat)
-		if err != nil {
-			t.Fatal(err)
+	for _, e := range entries {
+		p := filepath.Join(filepath.Dir(out), e.Name())
+		if strings.HasPrefix(e.Name(), filepath.Base(out)+".") && p != out+".lock" && p != cur && p != rootfs.GenerationLock(cur) {
+			left = append(left, p)
 		}
-		left = append(left, m...)
 	}
 	return left
 }

@@ -21,9 +21,11 @@
 //   - its manifest in /.nsbox (package rootfs).
 //
 // A build runs as root (every file is owned by root), under an exclusive
-// flock of OUT.lock, in a sibling directory OUT.tmp-XXXX that is swapped
-// in atomically at the end. A failed build removes it and leaves OUT as it
-// was.
+// flock of OUT.lock, in a sibling directory OUT.tmp-XXXX. At the end it
+// becomes a new generation, OUT.gen-ID, and OUT, a symlink, is switched to
+// it in one rename; generations no run holds any more are removed (see
+// rootfs "Generations"). A failed build removes its directory and leaves
+// OUT as it was.
 package build
 
 import (
@@ -33,6 +35,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
 )
@@ -46,8 +49,10 @@ type Options struct {
 	// Lock is the path of a hash-pinned requirements lock (see CheckLock);
 	// "" builds a root with the standard library only, without network.
 	Lock string
-	// Out is the root directory to create or replace. If it exists it must
-	// be a root built by nsbox (it has .nsbox/) or an empty directory.
+	// Out is the root to create or replace: a symlink to its current
+	// generation. If it exists it must be such a symlink, a root an older
+	// nsbox built in place (a directory with .nsbox/), or an empty
+	// directory.
 	Out string
 	// Version is the nsbox version recorded in the manifest.
 	Version string
@@ -96,8 +101,13 @@ func Build(ctx context.Context, o Options) (*rootfs.Manifest, error) {
 	if err := checkReplaceable(o.Out); err != nil {
 		return nil, err
 	}
-	// Holding the lock, any OUT.tmp-* is left over from a build that died.
+	// Holding the lock, any OUT.tmp-* is left over from a build that died;
+	// generations runs have let go of since the last build go too, before
+	// this one takes more space.
 	if err := sweepStale(o.Out); err != nil {
+		return nil, err
+	}
+	if _, err := sweepGenerations(o.Out, time.Now()); err != nil {
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(o.Out), filepath.Base(o.Out)+".tmp-")
@@ -116,12 +126,20 @@ func Build(ctx context.Context, o Options) (*rootfs.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.rep.Step("swap into place")
-	if err := swapIn(tmp, o.Out); err != nil {
+	b.rep.Step("switch to the new generation")
+	gen, err := switchTo(tmp, o.Out)
+	if err != nil {
 		return nil, err
 	}
 	swapped = true
-	b.rep.Done(m)
+	// Runs of the previous generation keep it: it goes at a later build
+	// or sweep, after they have ended.
+	b.rep.Step("remove unused generations")
+	kept, err := sweepGenerations(o.Out, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("new root in place at %s, but removing old generations failed: %w", o.Out, err)
+	}
+	b.rep.Done(Result{Manifest: m, Generation: gen, Kept: kept})
 	return m, nil
 }
 

@@ -52,13 +52,16 @@ func needBuildHost(tb testing.TB) {
 }
 
 // baseRoot builds the stdlib-only root from the host's python3.11 once
-// for the package.
+// for the package, and returns its generation's directory.
 func baseRoot(t *testing.T) (string, *rootfs.Manifest) {
 	t.Helper()
 	needBuildHost(t)
 	baseOnce.Do(func() {
-		baseDir = filepath.Join(scratch, "base")
-		baseM, baseErr = Build(context.Background(), Options{Python: hostPython, Out: baseDir, Version: "test"})
+		out := filepath.Join(scratch, "base")
+		baseM, baseErr = Build(context.Background(), Options{Python: hostPython, Out: out, Version: "test"})
+		if baseErr == nil {
+			baseDir, baseErr = rootfs.Resolve(out)
+		}
 	})
 	if baseErr != nil {
 		t.Fatalf("build base root: %v", baseErr)
@@ -431,7 +434,7 @@ func walkRoot(t *testing.T, dir string, fn func(p string, fi fs.FileInfo)) {
 func TestCheckLoadableCatchesMissing(t *testing.T) {
 	dir, _ := baseRoot(t)
 	clone := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", dir, clone).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", dir+"/.", clone).CombinedOutput(); err != nil {
 		t.Fatalf("cp -a: %v\n%s", err, out)
 	}
 	b := &builder{ctx: context.Background(), o: Options{Python: hostPython}, root: clone}

@@ -17,7 +17,14 @@ type Reporter interface {
 	// Files reports the regular files in the root so far, after a step.
 	Files(n int, bytes int64)
 	// Done reports the finished root, once it is in place.
-	Done(m *rootfs.Manifest)
+	Done(r Result)
+}
+
+// Result is a finished build.
+type Result struct {
+	Manifest   *rootfs.Manifest
+	Generation string   // the new generation's directory, which the root's path names
+	Kept       []string // older generations kept: runs still use them
 }
 
 // NewQuietReporter reports nothing.
@@ -25,9 +32,9 @@ func NewQuietReporter() Reporter { return quiet{} }
 
 type quiet struct{}
 
-func (quiet) Step(string)           {}
-func (quiet) Files(int, int64)      {}
-func (quiet) Done(*rootfs.Manifest) {}
+func (quiet) Step(string)      {}
+func (quiet) Files(int, int64) {}
+func (quiet) Done(Result)      {}
 
 // Summary is the final object of the JSON reporter.
 type Summary struct {
@@ -37,13 +44,19 @@ type Summary struct {
 	Files         int      `json:"files"` // regular files
 	Bytes         int64    `json:"bytes"` // their total size
 	Packages      []string `json:"packages"`
+	Generation    string   `json:"generation"` // the directory the root's path now names
+	Kept          []string `json:"kept"`       // older generations kept for runs that use them
 	ElapsedMS     int64    `json:"elapsed_ms"`
 }
 
 // summarize counts the regular files of m.
-func summarize(m *rootfs.Manifest, start time.Time) Summary {
+func summarize(r Result, start time.Time) Summary {
+	m := r.Manifest
 	s := Summary{Done: true, Python: m.Python.Path, PythonVersion: m.Python.Version, Packages: []string{},
-		ElapsedMS: time.Since(start).Milliseconds()}
+		Generation: r.Generation, Kept: r.Kept, ElapsedMS: time.Since(start).Milliseconds()}
+	if s.Kept == nil {
+		s.Kept = []string{}
+	}
 	for _, f := range m.Files {
 		if f.Type == rootfs.TypeFile {
 			s.Files++
@@ -60,7 +73,8 @@ func summarize(m *rootfs.Manifest, start time.Time) Summary {
 //
 //	{"step":"copy standard library"}
 //	{"files":1456,"bytes":25270104}
-//	{"done":true,"python":"/venv/bin/python","python_version":"3.11.2","files":1490,"bytes":...,"packages":[],"elapsed_ms":2400}
+//	{"done":true,"python":"/venv/bin/python","python_version":"3.11.2","files":1490,"bytes":...,"packages":[],
+//	 "generation":"/var/lib/nsbox/roots/base.gen-20260101T120000Z-3fa9c2","kept":[],"elapsed_ms":2400}
 func NewJSONReporter(w io.Writer) Reporter {
 	return &jsonReporter{enc: json.NewEncoder(w), start: time.Now()}
 }
@@ -78,7 +92,7 @@ func (j *jsonReporter) Files(n int, bytes int64) {
 		Bytes int64 `json:"bytes"`
 	}{n, bytes})
 }
-func (j *jsonReporter) Done(m *rootfs.Manifest) { _ = j.enc.Encode(summarize(m, j.start)) }
+func (j *jsonReporter) Done(r Result) { _ = j.enc.Encode(summarize(r, j.start)) }
 
 // NewTTYReporter writes one line per step for a person at a terminal:
 //
@@ -107,15 +121,18 @@ func (t *ttyReporter) Files(n int, bytes int64) {
 	t.files, t.bytes, t.counted = n, bytes, true
 }
 
-func (t *ttyReporter) Done(m *rootfs.Manifest) {
+func (t *ttyReporter) Done(r Result) {
 	t.endStep()
-	s := summarize(m, t.start)
+	s := summarize(r, t.start)
 	pkgs := "standard library only"
 	if len(s.Packages) > 0 {
 		pkgs = fmt.Sprintf("%d packages", len(s.Packages))
 	}
 	fmt.Fprintf(t.w, "done in %.1fs: %s (Python %s), %s, %d files, %s\n",
 		time.Since(t.start).Seconds(), s.Python, s.PythonVersion, pkgs, s.Files, mib(s.Bytes))
+	for _, k := range s.Kept {
+		fmt.Fprintf(t.w, "kept %s: runs may still use it; a later build or `nsbox rootfs sweep` removes it\n", k)
+	}
 }
 
 // endStep finishes the current step's line with its time and counts.

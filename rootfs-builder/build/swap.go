@@ -2,8 +2,6 @@ package build
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,9 +42,11 @@ func lockOut(ctx context.Context, out string) (func(), error) {
 	}
 }
 
-// checkReplaceable refuses an OUT that is not ours to replace: a symlink,
-// a file, or a directory that is neither empty nor a root built by nsbox
-// (it has MetaDir). A mistyped --out /usr must not be swapped away.
+// checkReplaceable refuses an OUT that is not ours to replace: a file, a
+// symlink that does not name one of OUT's generations, or a directory
+// that is neither empty nor a root built by nsbox (it has MetaDir, and
+// was built in place by an older nsbox). A mistyped --out /usr must not
+// be swapped away.
 func checkReplaceable(out string) error {
 	fi, err := os.Lstat(out)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -54,6 +54,16 @@ func checkReplaceable(out string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("output directory: %w", err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := os.Readlink(out)
+		if err != nil {
+			return fmt.Errorf("output directory: %w", err)
+		}
+		if _, ok := rootfs.GenerationOf(filepath.Base(out), target); !ok {
+			return fmt.Errorf("output directory %s: a symlink to %s, not to one of its generations: refusing to replace it", out, target)
+		}
+		return nil
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("output directory %s: exists and is not a directory (%v)", out, fi.Mode().Type())
@@ -71,74 +81,20 @@ func checkReplaceable(out string) error {
 	return nil
 }
 
-// sweepStale removes OUT.tmp-* and OUT.old-* left by builds that died
-// (the caller holds the lock, so no build is using them).
+// sweepStale removes OUT.tmp-* left by builds that died: build
+// directories, symlinks not yet renamed over OUT, generations renamed
+// away for removal. The caller holds the lock, so no build is using them,
+// and no run can: runs only reach generations, through OUT or their
+// OUT.gen-ID name.
 func sweepStale(out string) error {
-	for _, pat := range []string{out + ".tmp-*", out + ".old-*"} {
-		stale, err := filepath.Glob(pat)
-		if err != nil {
-			return fmt.Errorf("find stale build directories %s: %w", pat, err)
-		}
-		for _, s := range stale {
-			if err := os.RemoveAll(s); err != nil {
-				return fmt.Errorf("remove stale build directory: %w", err)
-			}
-		}
+	stale, err := filepath.Glob(out + ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("find stale build directories %s.tmp-*: %w", out, err)
 	}
-	return nil
-}
-
-// swapIn makes tmp the root at out atomically, then removes the previous
-// root. Every file is synced first, so that after a crash out is either
-// the old root or the complete new one.
-//
-// With an existing out, renameat2(RENAME_EXCHANGE) swaps the two names in
-// one step: there is no moment without a root at out. A file system
-// without it (EINVAL) gets two renames, with a short window where out is
-// missing. A new out is created with RENAME_NOREPLACE.
-func swapIn(tmp, out string) error {
-	if err := syncFS(tmp); err != nil {
-		return err
-	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_EXCHANGE)
-	switch {
-	case err == nil:
-		// tmp now names the previous root.
-		if err := os.RemoveAll(tmp); err != nil {
-			return fmt.Errorf("new root in place at %s, but removing the previous one failed: %w", out, err)
+	for _, s := range stale {
+		if err := os.RemoveAll(s); err != nil {
+			return fmt.Errorf("remove stale build directory: %w", err)
 		}
-		return nil
-	case errors.Is(err, unix.ENOENT):
-		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			err = os.Rename(tmp, out) // no RENAME_NOREPLACE here; the lock excludes other builders
-		}
-		if err != nil {
-			return fmt.Errorf("rename %s to %s: %w", tmp, out, err)
-		}
-		return nil
-	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-		return swapByRenames(tmp, out)
-	}
-	return fmt.Errorf("exchange %s and %s: %w", tmp, out, err)
-}
-
-// swapByRenames replaces out with tmp by moving out aside first.
-func swapByRenames(tmp, out string) error {
-	var rnd [6]byte
-	rand.Read(rnd[:]) // never fails (crypto/rand, Go 1.24+)
-	old := out + ".old-" + hex.EncodeToString(rnd[:])
-	if err := os.Rename(out, old); err != nil {
-		return fmt.Errorf("move the previous root aside: %w", err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		if rerr := os.Rename(old, out); rerr != nil {
-			return fmt.Errorf("rename %s to %s: %w (and restoring the previous root failed: %v)", tmp, out, err, rerr)
-		}
-		return fmt.Errorf("rename %s to %s: %w", tmp, out, err)
-	}
-	if err := os.RemoveAll(old); err != nil {
-		return fmt.Errorf("new root in place at %s, but removing the previous one failed: %w", out, err)
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func cloneRoot(t *testing.T) string {
 	t.Helper()
 	src := baseRoot(t)
 	dst := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {
 		t.Fatalf("cp -a: %v\n%s", err, out)
 	}
 	return dst

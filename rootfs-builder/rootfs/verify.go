@@ -33,6 +33,12 @@ func (r Report) OK() bool {
 // manifest, an unreadable file); differences are in the Report.
 func Verify(dir string) (Report, error) {
 	r := Report{Missing: []string{}, Modified: []string{}, Extra: []string{}}
+	// The walk does not follow symlinks, a root's own path included (a
+	// root managed in generations is a symlink to the current one).
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return r, fmt.Errorf("rootfs: verify: %w", err)
+	}
 	m, err := Load(dir)
 	if err != nil {
 		return r, err

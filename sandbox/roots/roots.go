@@ -36,11 +36,21 @@ func Dir() string {
 	return DefaultDir
 }
 
-// Root is a checked root filesystem.
+// Root is a checked root filesystem, held for a run: a rebuild leaves it
+// in place until Close.
 type Root struct {
-	Dir    string         // the root's directory on the host
+	// Dir is the directory of the generation the run uses (rootfs
+	// "Generations"): mount and read this, never Path, which a rebuild may
+	// point at another generation at any moment.
+	Dir    string
+	Path   string         // the root's path, as the policy names it
 	Header *rootfs.Header // its header: interpreter path inside, critical files
+	held   *rootfs.Held
 }
+
+// Close lets go of the root's generation: once no run holds it and it is
+// not current, a build or `nsbox rootfs sweep` removes it.
+func (r *Root) Close() error { return r.held.Close() }
 
 // Names are the built-in roots a policy may name instead of a path.
 var Names = []string{"base", "datasci"}
@@ -57,32 +67,49 @@ func Path(nameOrPath string) string {
 	return nameOrPath
 }
 
-// Open checks the root nameOrPath before a run: that it exists and holds
-// this nsbox's compiled runner, and against its manifest, quickly (the
-// manifest's hash and the critical files) or, with full, by re-hashing
-// every file. It builds nothing.
+// Open holds the current generation of the root nameOrPath for a run
+// (rootfs.Hold: a rebuild during the run leaves it in place) and checks
+// it: that it holds this nsbox's compiled runner, and against its
+// manifest, quickly (the manifest's hash and the critical files) or, with
+// full, by re-hashing every file. It builds nothing. The caller closes
+// the Root when the run is over.
 func Open(nameOrPath string, full bool) (*Root, error) {
 	dir := Path(nameOrPath)
 	if !exists(dir) && IsBuiltin(nameOrPath) {
 		return nil, &NotBuiltError{Name: nameOrPath, Dir: dir}
 	}
-	hdr, err := rootfs.Check(dir) // its errors name the root and the file
+	held, err := rootfs.Hold(dir)
 	if err != nil {
 		return nil, err
 	}
-	if !HasRunner(dir) {
+	r, err := check(nameOrPath, dir, held.Dir, full)
+	if err != nil {
+		held.Close()
+		return nil, err
+	}
+	r.held = held
+	return r, nil
+}
+
+// check checks the generation gen of the root dir.
+func check(nameOrPath, dir, gen string, full bool) (*Root, error) {
+	hdr, err := rootfs.Check(gen) // its errors name the root and the file
+	if err != nil {
+		return nil, err
+	}
+	if !HasRunner(gen) {
 		return nil, &NotBuiltError{Name: nameOrPath, Dir: dir, OldRunner: true}
 	}
 	if full {
-		rep, err := rootfs.Verify(dir)
+		rep, err := rootfs.Verify(gen)
 		if err != nil {
-			return nil, fmt.Errorf("verify root %s: %w", dir, err)
+			return nil, fmt.Errorf("verify root %s: %w", gen, err)
 		}
 		if !rep.OK() {
-			return nil, fmt.Errorf("root %s does not match its manifest: %s (rebuild it, or run `nsbox rootfs verify %s`)", dir, summary(rep), dir)
+			return nil, fmt.Errorf("root %s does not match its manifest: %s (rebuild it, or run `nsbox rootfs verify %s`)", gen, summary(rep), dir)
 		}
 	}
-	return &Root{Dir: dir, Header: hdr}, nil
+	return &Root{Dir: gen, Path: dir, Header: hdr}, nil
 }
 
 // BasePython is the host interpreter the base root is built from.

@@ -41,6 +41,7 @@ func (sb *Sandbox) Prepare() error {
 		return sb.fail("rootfs", err)
 	}
 	sb.root, sb.stats.RootManifestSHA256 = root, root.Header.ManifestSHA256
+	sb.clean.push(root.Close) // held until the run is over: a rebuild keeps this generation
 	tr.Mark("rootfs")
 
 	// The run directory, locked for the run's life so that a later
