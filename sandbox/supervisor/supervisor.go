@@ -52,8 +52,10 @@ type Options struct {
 	Exe string
 	// Trace records each step's time (--trace-phases); nil for none.
 	Trace *trace.Recorder
-	// Stdout and Stderr, when set, receive the kept output live (plain
-	// mode). The result holds it either way.
+	// Stdout and Stderr, when set, receive the output live, up to the
+	// cap (plain mode). The result then holds only the first KiB of that
+	// stream (what Stats keeps), not all of it a second time; unset, the
+	// result holds all of it, up to the cap.
 	Stdout, Stderr io.Writer
 }
 
