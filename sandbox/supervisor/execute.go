@@ -35,8 +35,9 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// Every way a run can be stopped is armed before the program can
 	// start: the wall clock, the caller (ctx), the output caps. The first
 	// to fire names the status; killing the init tears down the whole PID
-	// namespace, and the cgroup is killed as well.
-	stop := &stopper{proc: l.cmd.Process, cg: sb.conf.cg, done: make(chan struct{})}
+	// namespace (stopper.stop), and the cleanup stack then removes the
+	// cgroup.
+	stop := &stopper{proc: l.cmd.Process, done: make(chan struct{})}
 	timer := time.AfterFunc(pl.Timeout, func() {
 		stop.stop(result.StatusTimeout, result.LimitWallTime, pl.Reasons.Wall)
 	})

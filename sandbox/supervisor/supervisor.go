@@ -23,7 +23,8 @@
 // Killing a run kills its PID namespace's init (the program, PID 1
 // inside): the kernel then kills every other process in the namespace,
 // including ones that called setsid or double-forked, before the wait
-// returns; and every process of the run's cgroup.
+// returns. The cleanup stack then kills whatever is still in the run's
+// cgroup (nothing, normally) and removes it.
 package supervisor
 
 import (
