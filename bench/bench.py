@@ -52,6 +52,18 @@ over --phase-runs runs under strict and datasci; `nsbox rootfs verify` (the
 full re-hash) on each built-in root, --verify-runs times; and building base
 into a scratch directory, --build-runs times.
 
+Supervisor memory (unless --only names neither it nor "supervisor-memory"):
+the nsbox process's peak RSS (ru_maxrss through GNU time, else sampled VmHWM)
+for a program that writes past the output cap, for caps of 1 MiB, 64 MiB and
+1 GiB (--supmem-caps), plain and --json, one stream and both; one run each.
+
+Timeouts (unless --only names neither it nor "timeouts"): runs of a
+`--timeout 1s` busy loop, 1, 8 and 16 at a time (--timeout-parallel), with
+--timeout-spinners CPU spinners beside them (killed at the end): the
+distributions of duration_ms - timeout, of the kill's lateness (the
+program's end, from --trace-phases, minus its deadline) and of the wall
+time seen by the harness minus the timeout.
+
 Output: bench/results/bench.json (every sample) and docs/benchmarks.md (the
 table, the machine and how to reproduce). Stdlib only; Python >= 3.11; root.
 """
@@ -102,10 +114,16 @@ def parse_args():
                     help="nsbox rootfs verify runs per built-in root (extras)")
     ap.add_argument("--build-runs", type=int, default=int(env("BENCH_BUILD_RUNS", "3")),
                     help="builds of base into a scratch directory (extras)")
+    ap.add_argument("--supmem-caps", default=env("BENCH_SUPMEM_CAPS", "1MiB,64MiB,1GiB"),
+                    help="output caps of the supervisor-memory section")
+    ap.add_argument("--timeout-parallel", default=env("BENCH_TIMEOUT_PARALLEL", "1,8,16"),
+                    help="runs at a time in the timeouts section")
+    ap.add_argument("--timeout-spinners", type=int, default=int(env("BENCH_TIMEOUT_SPINNERS", "4")),
+                    help="CPU spinners beside the timeouts section's runs")
     ap.add_argument("--nsbox", default=env("NSBOX_BIN", "bin/nsbox"))
     ap.add_argument("--venv", default=env("DATASCI_VENV", "bench/.venv-datasci"))
     ap.add_argument("--only", help="comma-separated substrings: run only methods whose name contains one "
-                    "(and the extras only if one is \"extras\")")
+                    "(and the extras, supervisor-memory and timeouts sections only if one names them)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install bubblewrap/runc")
     ap.add_argument("--json-out", default="bench/results/bench.json")
     ap.add_argument("--md-out", default="docs/benchmarks.md")
@@ -506,7 +524,146 @@ def extras(a, nsbox, tmp, notes):
 
 
 def want_extras(a):
-    return not a.only or "extras" in [k.strip() for k in a.only.split(",")]
+    return want_section(a, "extras")
+
+
+def want_section(a, key):
+    return not a.only or key in [k.strip() for k in a.only.split(",")]
+
+
+# --- the supervisor's memory ------------------------------------------------
+
+SIZES = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def parse_size(v):
+    for unit, n in SIZES.items():
+        if v.endswith(unit):
+            return int(v[:-len(unit)]) * n
+    return int(v)
+
+
+def flood_code(n, both):
+    """A program writing n bytes to stdout (and stderr) in 1 MiB writes."""
+    return ("import sys\nb = b'x' * (1 << 20)\nn = %d\n"
+            "while n > 0:\n    k = min(n, len(b))\n    sys.stdout.buffer.write(b[:k])\n%s    n -= k\n") % (
+        n, "    sys.stderr.buffer.write(b[:k])\n" if both else "")
+
+
+def peak_rss(cmd, env):
+    """(exit code, peak RSS KiB of the process, how). Through GNU time when
+    installed: its wait4() from a small parent is exact (and counts the
+    reaped program, a max, not a sum); else VmHWM sampled every ms."""
+    with tempfile.NamedTemporaryFile("r") as f, open(os.devnull, "wb") as null:
+        if os.access(TIME, os.X_OK):
+            p = subprocess.run([TIME, "-f", "%M", "-o", f.name] + cmd, env=env, stdin=subprocess.DEVNULL,
+                               stdout=null, stderr=null, timeout=300)
+            return p.returncode, int(f.read().split()[-1]), "ru_maxrss"
+    p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    hwm = 0
+    while p.poll() is None:
+        try:
+            with open("/proc/%d/status" % p.pid) as st:
+                for line in st:
+                    if line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.001)
+    return p.returncode, hwm, "VmHWM"
+
+
+def supervisor_memory(a, nsbox, tmp):
+    """The supervisor's peak RSS for a program writing 1 MiB past the cap,
+    per cap, mode (plain, --json) and streams (stdout, both)."""
+    rows = []
+    for c in [x.strip() for x in a.supmem_caps.split(",") if x.strip()]:
+        cap = parse_size(c)
+        policy = os.path.join(tmp, "supmem-%s.toml" % c)
+        with open(policy, "w") as f:
+            f.write('extends = "default"\n[limits]\noutput_limit = "%s"\n' % c)
+        for mode in ("plain", "json"):
+            for both in (False, True):
+                cmd = [nsbox, "run", "--policy", policy] + (["--json"] if mode == "json" else []) + \
+                    ["-c", flood_code(cap + (1 << 20), both)]
+                rc, kib, how = peak_rss(cmd, dict(os.environ))
+                row = {"cap": c, "cap_bytes": cap, "mode": mode, "streams": "both" if both else "stdout",
+                       "exit": rc, "peak_kib": kib, "how": how}
+                print("bench:   cap %s %s %s: exit %d, peak %.1f MiB (%s)" % (
+                    c, mode, row["streams"], rc, kib / 1024, how), file=sys.stderr, flush=True)
+                rows.append(row)
+    return rows
+
+
+# --- timeouts under contention -----------------------------------------------
+
+TIMEOUT_CODE = "while True: pass"
+SPIN_MAX_S = 300
+SPIN_CODE = "import time\nend = time.monotonic() + %d\nwhile time.monotonic() < end: pass" % SPIN_MAX_S
+
+
+def kill_lateness(res):
+    """How late the program ended after its deadline, in ms, from
+    --trace-phases: the wall clock is armed right after the "audit row"
+    phase, and the phases after it up to "program" (the init's last steps,
+    ready, exec, the program) run back to back until the init is reaped."""
+    names = [p["name"] for p in res.get("phases") or []]
+    if res["status"] != "timeout" or "audit row" not in names or "program" not in names:
+        return None
+    i, j = names.index("audit row"), names.index("program")
+    return sum(p["ms"] for p in res["phases"][i + 1:j + 1]) - res["limits"]["timeout_ms"]
+
+
+def dist(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    return {"n": len(xs), "median": statistics.median(xs), "p90": xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)],
+            "max": xs[-1], "min": xs[0]}
+
+
+def timeouts(a, nsbox):
+    """--timeout 1s busy loops, P at a time, next to CPU spinners."""
+    import concurrent.futures
+    cmd = [nsbox, "run", "--json", "--trace-phases", "--policy", "default", "--timeout", "1s", "-c", TIMEOUT_CODE]
+
+    def one(_):
+        t0 = time.perf_counter_ns()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        wall = (time.perf_counter_ns() - t0) / 1e6
+        res = json.loads(r.stdout)
+        return res, wall
+
+    out = []
+    # Each spinner ends by itself after SPIN_MAX_S even if this harness
+    # dies, and is killed directly (a wrapper such as timeout(1) killed
+    # with SIGKILL would leave its child spinning).
+    spinners = [subprocess.Popen([PY, "-c", SPIN_CODE]) for _ in range(a.timeout_spinners)]
+    try:
+        time.sleep(0.5)
+        for par in [int(x) for x in a.timeout_parallel.split(",") if x.strip()]:
+            n = max(2 * par, 8)
+            with concurrent.futures.ThreadPoolExecutor(par) as ex:
+                got = list(ex.map(one, range(n)))
+            statuses = {}
+            for res, _ in got:
+                statuses[res["status"]] = statuses.get(res["status"], 0) + 1
+            row = {"parallel": par, "runs": n, "spinners": a.timeout_spinners, "statuses": statuses,
+                   "duration_over_ms": dist([r["duration_ms"] - r["limits"]["timeout_ms"] for r, _ in got]),
+                   "kill_late_ms": dist([x for x in (kill_lateness(r) for r, _ in got) if x is not None]),
+                   "wall_over_ms": dist([w - r["limits"]["timeout_ms"] for r, w in got]),
+                   "samples": [{"duration_ms": r["duration_ms"], "wall_ms": round(w, 1), "kill_late_ms": kill_lateness(r),
+                                "status": r["status"]} for r, w in got]}
+            d, k = row["duration_over_ms"], row["kill_late_ms"] or {"median": math.nan, "max": math.nan}
+            print("bench:   %d at a time: duration-timeout median %.0f max %.0f ms; kill late median %.0f max %.0f ms; %s" % (
+                par, d["median"], d["max"], k["median"], k["max"], statuses), file=sys.stderr, flush=True)
+            out.append(row)
+    finally:
+        for sp in spinners:
+            sp.kill()
+            sp.wait()
+    return out
 
 
 # --- machine ---------------------------------------------------------------
@@ -615,6 +772,7 @@ def markdown(res, a):
             L.append("| %s | %s | %s |" % (k, fmt(v["ms"]), v["how"]))
         L.append("")
     L += markdown_extras(res.get("extras"))
+    L += markdown_supervisor(res.get("supervisor_memory"), res.get("timeouts"))
     findings = os.path.join(HERE, "findings.md")
     if os.path.exists(findings):  # hand-written reading of a run; kept across reruns
         with open(findings) as f:
@@ -705,6 +863,49 @@ def markdown_extras(ex):
     return L
 
 
+def markdown_supervisor(mem, tos):
+    """The supervisor-memory and timeouts sections; none for results
+    without them."""
+    L = []
+    if mem:
+        caps = []
+        for r in mem:
+            if r["cap"] not in caps:
+                caps.append(r["cap"])
+        by = {(r["cap"], r["mode"], r["streams"]): r for r in mem}
+        L += ["## The supervisor's memory", "",
+              "Peak RSS of the nsbox process (it runs outside the run's cgroup) for a program that writes 1 MiB",
+              "past the output cap, to stdout or to both streams, one run each (`%s` from a small parent:" % mem[0]["how"],
+              "the program it reaped is counted as a max, not a sum). Plain mode passes the output through and",
+              "keeps a 1 KiB head; `--json` holds the output once, up to the cap per stream.", "",
+              "| Cap | plain, stdout | plain, both | `--json`, stdout | `--json`, both |", "|---|---:|---:|---:|---:|"]
+        for c in caps:
+            cells = []
+            for mode in ("plain", "json"):
+                for st in ("stdout", "both"):
+                    r = by.get((c, mode, st))
+                    cells.append("-" if r is None else "%.1f MiB" % (r["peak_kib"] / 1024))
+            L.append("| %s | %s |" % (c, " | ".join(cells)))
+        L.append("")
+    if tos:
+        L += ["## Timeouts under contention", "",
+              "`nsbox run --json --trace-phases --timeout 1s -c '%s'`, P runs at a time, with %d CPU spinners" % (
+                  TIMEOUT_CODE, tos[0]["spinners"]),
+              "beside them on this machine's cores. *kill late*: the program's end (its init reaped, every",
+              "process of the run gone) minus its deadline, from the phases. *duration - timeout*: `duration_ms`",
+              "(the supervisor's whole run, setup and cleanup included) minus the timeout. *wall - timeout*: the",
+              "harness's clock around the whole command. In ms: median / p90 / max.", "",
+              "| P | runs | kill late | duration - timeout | wall - timeout | statuses |", "|---:|---:|---|---|---|---|"]
+        for r in tos:
+            def d3(d):
+                return "-" if not d else "%.0f / %.0f / %.0f" % (d["median"], d["p90"], d["max"])
+            L.append("| %d | %d | %s | %s | %s | %s |" % (
+                r["parallel"], r["runs"], d3(r["kill_late_ms"]), d3(r["duration_over_ms"]), d3(r["wall_over_ms"]),
+                ", ".join("%s %d" % kv for kv in sorted(r["statuses"].items()))))
+        L.append("")
+    return L
+
+
 def layer_costs(methods):
     by = {(m["name"], m["workload"]): m["result"] for m in methods if m["result"]}
 
@@ -760,10 +961,25 @@ def main():
     res = {"schema": 1, "machine": machine(nsbox), "notes": notes,
            "config": {"runs": a.runs, "pandas_runs": a.pandas_runs, "warmups": a.warmups, "rss_runs": a.rss_runs,
                       "phase_runs": a.phase_runs, "verify_runs": a.verify_runs, "build_runs": a.build_runs,
+                      "supmem_caps": a.supmem_caps, "timeout_parallel": a.timeout_parallel,
+                      "timeout_spinners": a.timeout_spinners,
                       "order": "M B M B ... (M first in every pair)"}}
     try:
         if want_extras(a):
             res["extras"] = extras(a, nsbox, tmp, notes)
+        if want_section(a, "supervisor-memory"):
+            print("bench: [supervisor memory] caps %s" % a.supmem_caps, file=sys.stderr, flush=True)
+            try:
+                res["supervisor_memory"] = supervisor_memory(a, nsbox, tmp)
+            except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+                notes.append("supervisor memory failed: %s" % str(e)[:300])
+        if want_section(a, "timeouts"):
+            print("bench: [timeouts] %s at a time, %d spinners" % (a.timeout_parallel, a.timeout_spinners),
+                  file=sys.stderr, flush=True)
+            try:
+                res["timeouts"] = timeouts(a, nsbox)
+            except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+                notes.append("timeouts failed: %s" % str(e)[:300])
         meths = build_methods(a, tmp, notes)
         for i, m in enumerate(meths):
             print("bench: [%d/%d] %s (%s), %d pairs" % (i + 1, len(meths), m["name"], m["workload"], m["runs"]),

@@ -83,7 +83,7 @@ func checkAction(c *cli.Context) error {
 	case result.StatusPolicyViolation:
 	default:
 		// The runner exits 1 on a syntax error and prints Python's message.
-		rep.SyntaxError = r.Stderr
+		rep.SyntaxError = string(r.StderrBytes())
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)

@@ -23,9 +23,10 @@ const (
 
 // Kill kills every process in the cgroup and returns once it is empty. On
 // v2 it writes cgroup.kill (Linux 5.14+); otherwise (v1, older v2) it
-// freezes the cgroup, SIGKILLs every process, and thaws it. It repeats
-// until the cgroup is empty, and fails if it is not after 5 seconds. Killing
-// an empty (or already removed) cgroup succeeds.
+// SIGKILLs every process it lists, and from the second round on freezes
+// the cgroup first and thaws it after. It repeats until the cgroup is
+// empty, and fails if it is not after 5 seconds. Killing an empty (or
+// already removed) cgroup succeeds.
 //
 // WARNING: this is what ends a run that misbehaves (timeout, stop, crashed
 // supervisor via Sweep). After any change here, run as root:
@@ -46,6 +47,7 @@ func (c *Cgroup) Kill() error {
 func (c *Cgroup) kill() error {
 	deadline := time.Now().Add(c.h.killTimeout)
 	var roundErr error
+	round := 0
 	for {
 		pids, err := c.members()
 		if err != nil {
@@ -62,7 +64,8 @@ func (c *Cgroup) kill() error {
 			}
 			return err
 		}
-		roundErr = c.killRound()
+		roundErr = c.killRound(round > 0)
+		round++
 		until := time.Now().Add(settleTime)
 		if until.After(deadline) {
 			until = deadline
@@ -71,8 +74,9 @@ func (c *Cgroup) kill() error {
 	}
 }
 
-// killRound kills what is in the cgroup now, once.
-func (c *Cgroup) killRound() error {
+// killRound kills what is in the cgroup now, once; without cgroup.kill,
+// freezing it first when freeze is set.
+func (c *Cgroup) killRound(freeze bool) error {
 	if c.v2 != nil {
 		kill := filepath.Join(c.dir, "cgroup.kill")
 		if _, err := os.Stat(kill); err == nil {
@@ -83,6 +87,17 @@ func (c *Cgroup) killRound() error {
 			}
 			return nil
 		}
+	}
+	// The first round only signals. A freeze has a price: a process
+	// frozen before it ran its SIGKILL stays alive until the thaw, and
+	// the v1 freezer's retry loop (opencontainers/cgroups writes and
+	// re-reads freezer.state until FROZEN) burns the CPU that the dying
+	// processes need, which on a loaded host with many runs stopping at
+	// once delays every one of them. Only a process that forked between
+	// the listing and the signal survives the round, and that is what
+	// the next rounds freeze for.
+	if !freeze {
+		return signalAll(c.members)
 	}
 	// Frozen processes cannot fork, so the list below is complete; the
 	// SIGKILLs take effect when thawed. A failed freeze (the v1 freezer

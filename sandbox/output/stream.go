@@ -5,7 +5,8 @@
 // the pipe with one fixed buffer, keeps at most its limit, and after the limit
 // keeps reading and discarding so the writer never blocks on a full pipe while
 // the supervisor kills it. The supervisor's memory therefore stays bounded by
-// the limit plus one read buffer, whatever the program writes.
+// the limit plus one read buffer, whatever the program writes; and by one
+// read buffer and a head when the output is passed on (KeepOnly).
 package output
 
 import (
@@ -20,6 +21,10 @@ import (
 // readBufSize is the size of the one buffer Copy reads into.
 const readBufSize = 32 << 10
 
+// firstKeep is the most the kept bytes' first allocation holds. Past it
+// they get room for all they may keep at once (see grow).
+const firstKeep = 64 << 10
+
 // maxEmptyReads is how many (0, nil) reads in a row Copy tolerates before
 // giving up with io.ErrNoProgress, as bufio does, so a broken reader cannot
 // spin the supervisor forever.
@@ -31,12 +36,13 @@ const maxEmptyReads = 100
 // called from other goroutines at any time, including while Copy runs.
 type Stream struct {
 	limit      int64
+	keepMax    int64 // most bytes kept, <= limit
 	tee        io.Writer
 	onLimit    func()
 	onTeeError func(error)
 
 	mu   sync.Mutex
-	kept []byte // cap(kept) never exceeds limit
+	kept []byte // cap(kept) never exceeds keepMax
 
 	truncated atomic.Bool
 	total     atomic.Int64
@@ -49,8 +55,16 @@ type Stream struct {
 // are neither kept nor teed. onLimit, if non-nil, is called exactly once, from
 // the reading goroutine, when the first byte past the limit arrives.
 func NewStream(limit int64, tee io.Writer, onLimit func()) *Stream {
-	return &Stream{limit: max(limit, 0), tee: tee, onLimit: onLimit}
+	limit = max(limit, 0)
+	return &Stream{limit: limit, keepMax: limit, tee: tee, onLimit: onLimit}
 }
+
+// KeepOnly makes the Stream keep only the first n of the bytes under its
+// limit (n is clamped to 0..limit). The limit, the tee and Total are
+// unchanged: a stream that is passed on as it arrives needs only a head
+// for its record, not a second copy of all it let through. Call it
+// before Copy.
+func (s *Stream) KeepOnly(n int64) { s.keepMax = min(max(n, 0), s.limit) }
 
 // OnTeeError sets f to be called once, from the reading goroutine, when
 // writing to the tee fails (the caller closed its end of a pipe, a full
@@ -76,9 +90,9 @@ func (s *Stream) Copy(r io.Reader) error {
 		n, rerr := r.Read(buf)
 		if n > 0 {
 			empty = 0
-			kept := s.keep(buf[:n])
-			if teeing && len(kept) > 0 {
-				if err := writeAll(s.tee, kept); err != nil {
+			fit := s.take(buf[:n])
+			if teeing && len(fit) > 0 {
+				if err := writeAll(s.tee, fit); err != nil {
 					teeing = false
 					firstErr = err
 					s.teeErr.Store(&err)
@@ -102,17 +116,16 @@ func (s *Stream) Copy(r io.Reader) error {
 	}
 }
 
-// keep records p as seen, appends the part of it that fits under the limit
-// and returns that part. It calls onLimit the first time a byte is dropped.
-func (s *Stream) keep(p []byte) []byte {
-	s.total.Add(int64(len(p)))
+// take records p as seen, keeps what fits under the keep bound, and
+// returns the part of p under the limit (what is passed on). It calls
+// onLimit the first time a byte is dropped.
+func (s *Stream) take(p []byte) []byte {
+	seen := s.total.Add(int64(len(p))) - int64(len(p))
+	fit := p[:max(min(int64(len(p)), s.limit-seen), 0)]
 	s.mu.Lock()
-	room := s.limit - int64(len(s.kept))
-	fit := p
-	if int64(len(fit)) > room {
-		fit = p[:room]
+	if room := s.keepMax - int64(len(s.kept)); room > 0 {
+		s.kept = grow(s.kept, fit[:min(int64(len(fit)), room)], s.keepMax)
 	}
-	s.kept = appendBounded(s.kept, fit, s.limit)
 	s.mu.Unlock()
 	if len(fit) < len(p) && s.truncated.CompareAndSwap(false, true) && s.onLimit != nil {
 		s.onLimit()
@@ -120,16 +133,23 @@ func (s *Stream) keep(p []byte) []byte {
 	return fit
 }
 
-// appendBounded appends p to dst, growing dst geometrically but never to a
-// capacity above limit, so a stream never holds more than limit bytes of
-// buffer whatever the pattern of reads. len(dst)+len(p) must be <= limit.
-func appendBounded(dst, p []byte, limit int64) []byte {
+// grow appends p to dst, never to a capacity above keep (len(dst)+len(p)
+// must be <= keep). A small output gets at most firstKeep bytes; a
+// larger one, room for keep bytes at once. Doubling instead would hold
+// the old and the new array together at each step (one and a half times
+// keep at the last) and leave the old ones for the garbage collector,
+// while the one large allocation costs only address space until it is
+// written: the runtime takes it from the kernel as fresh, untouched
+// pages.
+func grow(dst, p []byte, keep int64) []byte {
 	need := len(dst) + len(p)
 	if need <= cap(dst) {
 		return append(dst, p...)
 	}
-	newCap := int64(max(2*cap(dst), need, 4096))
-	newCap = min(newCap, limit)
+	newCap := keep
+	if need <= firstKeep {
+		newCap = min(keep, firstKeep)
+	}
 	grown := make([]byte, len(dst), newCap)
 	copy(grown, dst)
 	return append(grown, p...)
@@ -140,6 +160,15 @@ func (s *Stream) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.kept...)
+}
+
+// Kept returns the kept bytes themselves, not a copy, for a caller that
+// hands them on without copying a possibly large output again. Call it
+// only after Copy returned: nothing changes them then.
+func (s *Stream) Kept() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept
 }
 
 // TeeError returns the error that stopped teeing, or nil.

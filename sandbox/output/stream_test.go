@@ -257,3 +257,57 @@ func TestNoProgress(t *testing.T) {
 		t.Errorf("Copy err = %v, want io.ErrNoProgress", err)
 	}
 }
+
+// TestKeepOnly: a passed-on stream keeps only its head, while the tee
+// gets every byte under the limit and the limit still stops it.
+func TestKeepOnly(t *testing.T) {
+	const limit, keep = 1000, 10
+	var tee bytes.Buffer
+	calls := 0
+	s := NewStream(limit, &tee, func() { calls++ })
+	s.KeepOnly(keep)
+	input := bytes.Repeat(pattern, 3*limit/len(pattern)+1)[:3*limit]
+	if err := s.Copy(&chunkReader{r: bytes.NewReader(input), chunk: 7}); err != nil {
+		t.Fatal(err)
+	}
+	want := input[:limit]
+	if !bytes.Equal(tee.Bytes(), want) {
+		t.Errorf("tee got %d bytes, want the %d under the limit", tee.Len(), limit)
+	}
+	if !bytes.Equal(s.Kept(), want[:keep]) || cap(s.Kept()) > keep {
+		t.Errorf("kept %q (cap %d), want %q in at most %d bytes", s.Kept(), cap(s.Kept()), want[:keep], keep)
+	}
+	if s.Total() != 3*limit || !s.Truncated() || calls != 1 {
+		t.Errorf("total=%d truncated=%v calls=%d", s.Total(), s.Truncated(), calls)
+	}
+	// Clamped to 0..limit.
+	s = NewStream(5, nil, nil)
+	s.KeepOnly(100)
+	if s.Copy(strings.NewReader("0123456789")); string(s.Kept()) != "01234" {
+		t.Errorf("KeepOnly above the limit: kept %q, want %q", s.Kept(), "01234")
+	}
+}
+
+// TestKeptHeldOnce: a stream filled to its limit holds one array of
+// exactly the limit, allocated at most twice (the small first one and the
+// full one), never a doubling series; Kept is that array, not a copy.
+func TestKeptHeldOnce(t *testing.T) {
+	const limit = 8 << 20
+	s := NewStream(limit, nil, nil)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Copy(&genReader{n: 2 * limit, chunk: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if d := after.TotalAlloc - before.TotalAlloc; d > limit+firstKeep+readBufSize+(64<<10) {
+		t.Errorf("Copy to an %d-byte limit allocated %d bytes, want the limit and small buffers", limit, d)
+	}
+	k := s.Kept()
+	if len(k) != limit || cap(k) != limit {
+		t.Errorf("kept len %d cap %d, want %d", len(k), cap(k), limit)
+	}
+	if &s.Kept()[0] != &k[0] {
+		t.Error("Kept returned a copy")
+	}
+}

@@ -146,6 +146,13 @@ func FuzzResult(f *testing.F) {
 			t.Fatalf("not a JSON object: %v", err)
 		}
 
+		// Byte for byte what encoding/json writes for the whole object
+		// with the streams as EncodeText's strings: the streamed
+		// encoding of the captured bytes changes nothing but memory.
+		if ref := referenceJSON(t, r); !bytes.Equal(out, ref) {
+			t.Fatalf("WriteJSON differs from encoding/json:\n got %s\nwant %s", out, ref)
+		}
+
 		// Round trip: what was written is what WriteJSON promises, with
 		// invalid UTF-8 in free-text fields replaced as encoding/json does.
 		want := expected(r)
@@ -244,9 +251,35 @@ func jsonString(s string) string {
 	return b.String()
 }
 
+// referenceJSON is r as WriteJSON wrote it before it streamed the
+// captured bytes: a Result without recorded bytes, whose streams are
+// EncodeText's strings, goes whole through encoding/json.
+func referenceJSON(t *testing.T, r *Result) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := withStreamFields(r).WriteJSON(&buf); err != nil {
+		t.Fatalf("encode reference: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// withStreamFields is a copy of r with the bytes given to SetStdout and
+// SetStderr in the text and base64 fields, as EncodeText makes them.
+func withStreamFields(r *Result) *Result {
+	w := cloneResult(r)
+	if w.stdout != nil {
+		w.Stdout, w.StdoutBase64 = EncodeText(w.stdout)
+	}
+	if w.stderr != nil {
+		w.Stderr, w.StderrBase64 = EncodeText(w.stderr)
+	}
+	w.stdout, w.stderr = nil, nil
+	return w
+}
+
 // expected is the Result a decoder must get back from r.WriteJSON.
 func expected(r *Result) *Result {
-	w := cloneResult(r)
+	w := withStreamFields(r)
 	if w.Schema == 0 {
 		w.Schema = SchemaVersion
 	}

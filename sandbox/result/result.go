@@ -8,6 +8,7 @@
 package result
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // SchemaVersion is the version of the JSON result object this package writes.
@@ -87,6 +89,10 @@ type Result struct {
 	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
 	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
 	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
+
+	// The captured bytes given to SetStdout and SetStderr, nil when none:
+	// what WriteJSON writes as stdout and stderr.
+	stdout, stderr []byte
 }
 
 // Violation is one thing the Python policy layer refused (an import, a
@@ -129,11 +135,50 @@ func EncodeText(b []byte) (text, b64 string) {
 	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
 }
 
-// SetStdout sets Stdout and StdoutBase64 from the captured bytes b.
-func SetStdout(r *Result, b []byte) { r.Stdout, r.StdoutBase64 = EncodeText(b) }
+// SetStdout records b, the captured stdout, in r. r keeps b itself, not a
+// copy, and the caller must not change b afterwards: a program's output
+// may be as large as its cap, and the supervisor holding it must not need
+// a multiple of that. WriteJSON writes the bytes given here, encoding
+// them as it goes (the forms of EncodeText).
+//
+// When b is valid UTF-8, r.Stdout is its text (sharing b's memory) and
+// r.StdoutBase64 is empty, as EncodeText gives. Otherwise both fields stay
+// empty: the text with U+FFFD and the base64 would be copies of up to
+// twice b's size; StdoutBytes returns b.
+func SetStdout(r *Result, b []byte) { r.stdout, r.Stdout, r.StdoutBase64 = setStream(b) }
 
-// SetStderr sets Stderr and StderrBase64 from the captured bytes b.
-func SetStderr(r *Result, b []byte) { r.Stderr, r.StderrBase64 = EncodeText(b) }
+// SetStderr is SetStdout for stderr.
+func SetStderr(r *Result, b []byte) { r.stderr, r.Stderr, r.StderrBase64 = setStream(b) }
+
+// setStream is SetStdout's work: the bytes r keeps and the text fields.
+func setStream(b []byte) (raw []byte, text, b64 string) {
+	if len(b) == 0 {
+		return nil, "", ""
+	}
+	if utf8.Valid(b) {
+		return b, unsafe.String(&b[0], len(b)), ""
+	}
+	return b, "", ""
+}
+
+// StdoutBytes returns the captured stdout: the bytes SetStdout recorded,
+// or, in a Result decoded from JSON, the bytes its fields encode.
+func (r *Result) StdoutBytes() []byte { return streamBytes(r.stdout, r.Stdout, r.StdoutBase64) }
+
+// StderrBytes is StdoutBytes for stderr.
+func (r *Result) StderrBytes() []byte { return streamBytes(r.stderr, r.Stderr, r.StderrBase64) }
+
+func streamBytes(raw []byte, text, b64 string) []byte {
+	if raw != nil {
+		return raw
+	}
+	if b64 != "" {
+		if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
+			return b
+		}
+	}
+	return []byte(text)
+}
 
 // ProcessExitCode returns the exit code of `nsbox run` for r:
 //
@@ -178,10 +223,15 @@ func inRange(code int) int {
 	return code
 }
 
-// WriteJSON writes r as exactly one JSON object followed by "\n", in a single
-// Write, without HTML escaping. A zero Schema is written as SchemaVersion and
-// nil lists (Violations, LimitsReached, Sandbox.Namespaces) as [], so the
-// output always matches the schema; r itself is not modified.
+// WriteJSON writes r as exactly one JSON object followed by "\n", without
+// HTML escaping. A zero Schema is written as SchemaVersion and nil lists
+// (Violations, LimitsReached, Sandbox.Namespaces) as [], so the output
+// always matches the schema; r itself is not modified.
+//
+// The output recorded with SetStdout and SetStderr is encoded straight
+// from those bytes into a writeBufSize buffer in front of w, never into a
+// copy of the whole object: an object up to that size is written in one
+// Write, a larger one in several (see writeStreams).
 func (r *Result) WriteJSON(w io.Writer) error {
 	out := *r
 	if out.Schema == 0 {
@@ -198,13 +248,28 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		sb.Namespaces = []string{}
 		out.Sandbox = &sb
 	}
+	// The recorded streams are left out of the encoded skeleton and
+	// written in its place by writeStreams.
+	var streams []stream
+	if r.stdout != nil {
+		out.Stdout, out.StdoutBase64 = "", ""
+		streams = append(streams, stream{"stdout", r.stdout})
+	}
+	if r.stderr != nil {
+		out.Stderr, out.StderrBase64 = "", ""
+		streams = append(streams, stream{"stderr", r.stderr})
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&out); err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
+	bw := bufio.NewWriterSize(w, writeBufSize)
+	if err := writeStreams(bw, buf.Bytes(), streams); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
 	return nil

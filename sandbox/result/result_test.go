@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 func intp(i int) *int { return &i }
@@ -290,15 +292,90 @@ func TestNoHTMLEscaping(t *testing.T) {
 	}
 }
 
-type countWriter struct{ writes int }
+type countWriter struct {
+	writes, largest int
+	bytes           int64
+}
 
-func (w *countWriter) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.writes++
+	w.largest = max(w.largest, len(p))
+	w.bytes += int64(len(p))
+	return len(p), nil
+}
 
+// TestWriteJSONOneWrite: a result up to the write buffer, captured bytes
+// included, leaves in one Write.
 func TestWriteJSONOneWrite(t *testing.T) {
 	var w countWriter
-	if err := New("r", "p").WriteJSON(&w); err != nil || w.writes != 1 {
+	r := New("r", "p")
+	SetStdout(r, bytes.Repeat([]byte("a\n"), 1000))
+	if err := r.WriteJSON(&w); err != nil || w.writes != 1 {
 		t.Errorf("WriteJSON made %d writes, err %v; want one write", w.writes, err)
 	}
+}
+
+// TestWriteJSONNoCopy: writing a result with a large captured output
+// allocates a small, fixed amount, not a copy of the output (valid UTF-8
+// and not, where the text and base64 forms are made on the fly).
+func TestWriteJSONNoCopy(t *testing.T) {
+	const size = 32 << 20
+	valid := bytes.Repeat([]byte("line \"quoted\" \u2028 ü\n"), size/24)
+	invalid := make([]byte, size)
+	for i := range invalid {
+		invalid[i] = byte(i * 7)
+	}
+	for name, b := range map[string][]byte{"valid UTF-8": valid, "invalid UTF-8": invalid} {
+		r := New("r", "p")
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		SetStdout(r, b)
+		SetStderr(r, b)
+		var w countWriter
+		if err := r.WriteJSON(&w); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("%s: SetStdout, SetStderr and WriteJSON of 2 x %d bytes allocated %d bytes, want under 1 MiB", name, size, alloc)
+		}
+		if w.bytes < 2*size {
+			t.Errorf("%s: wrote %d bytes, want at least %d", name, w.bytes, 2*size)
+		}
+	}
+}
+
+// TestSetStdoutShares: SetStdout keeps the bytes, not a copy; the text
+// field shares them when they are valid UTF-8 and is empty otherwise,
+// StdoutBytes returning them either way.
+func TestSetStdoutShares(t *testing.T) {
+	r := New("r", "p")
+	b := []byte("hello\n")
+	SetStdout(r, b)
+	if r.Stdout != "hello\n" || unsafe.StringData(r.Stdout) != &b[0] || r.StdoutBase64 != "" {
+		t.Errorf("valid UTF-8: Stdout %q (shared %v), base64 %q", r.Stdout, unsafe.StringData(r.Stdout) == &b[0], r.StdoutBase64)
+	}
+	bad := []byte("a\xffb")
+	SetStderr(r, bad)
+	if r.Stderr != "" || r.StderrBase64 != "" || &r.StderrBytes()[0] != &bad[0] {
+		t.Errorf("invalid UTF-8: Stderr %q, base64 %q, StderrBytes %q", r.Stderr, r.StderrBase64, r.StderrBytes())
+	}
+	var back Result
+	if err := json.Unmarshal(jsonOf(t, r), &back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back.StdoutBytes()) != "hello\n" || !bytes.Equal(back.StderrBytes(), bad) {
+		t.Errorf("decoded: StdoutBytes %q, StderrBytes %q", back.StdoutBytes(), back.StderrBytes())
+	}
+}
+
+func jsonOf(t *testing.T, r *Result) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func TestErrnoName(t *testing.T) {

@@ -35,8 +35,9 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// Every way a run can be stopped is armed before the program can
 	// start: the wall clock, the caller (ctx), the output caps. The first
 	// to fire names the status; killing the init tears down the whole PID
-	// namespace, and the cgroup is killed as well.
-	stop := &stopper{proc: l.cmd.Process, cg: sb.conf.cg, done: make(chan struct{})}
+	// namespace (stopper.stop), and the cleanup stack then removes the
+	// cgroup.
+	stop := &stopper{proc: l.cmd.Process, done: make(chan struct{})}
 	timer := time.AfterFunc(pl.Timeout, func() {
 		stop.stop(result.StatusTimeout, result.LimitWallTime, pl.Reasons.Wall)
 	})
@@ -54,6 +55,16 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	stderr := output.NewStream(pl.OutputLimit, sb.o.Stderr, func() {
 		stop.stop(result.StatusOutputLimit, result.LimitStderr, fmt.Sprintf("stderr exceeded %d bytes", pl.OutputLimit))
 	})
+	// Output passed on as it arrives (plain mode) is not kept beyond the
+	// head the audit log records: the caller has it, and a second copy
+	// of up to the cap would be the supervisor's memory, outside any
+	// cgroup. In --json mode the result needs it all, kept once.
+	if sb.o.Stdout != nil {
+		stdout.KeepOnly(headSize)
+	}
+	if sb.o.Stderr != nil {
+		stderr.KeepOnly(headSize)
+	}
 	// A caller that can no longer take the output it asked for (it
 	// closed its end of the pipe, the disk behind it is full) has gone
 	// away: the run is stopped, not left to fill a dead stream.
@@ -92,12 +103,14 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	timer.Stop()
 	waitReaders(&readers, l)
 	rep, repErr := sb.rep.finish()
-	result.SetStdout(r, stdout.Bytes())
-	result.SetStderr(r, stderr.Bytes())
+	// The readers are done: the kept bytes go into the result as they
+	// are, not copied (result.SetStdout).
+	result.SetStdout(r, stdout.Kept())
+	result.SetStderr(r, stderr.Kept())
 	r.StdoutTruncated, r.StderrTruncated = stdout.Truncated(), stderr.Truncated()
 	sb.stats.StdoutBytes, sb.stats.StderrBytes = stdout.Total(), stderr.Total()
-	sb.stats.StdoutHead = head(stdout.Bytes(), headSize)
-	sb.stats.StderrHead = head(stderr.Bytes(), headSize)
+	sb.stats.StdoutHead = head(stdout.Kept(), headSize)
+	sb.stats.StderrHead = head(stderr.Kept(), headSize)
 	if err := stdout.TeeError(); err != nil {
 		sb.lost = fmt.Errorf("%s", callerGone("stdout", err))
 	} else if err := stderr.TeeError(); err != nil {

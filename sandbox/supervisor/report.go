@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
@@ -70,12 +69,13 @@ func applyReport(r *result.Result, rep pyrunner.Report) {
 
 // runnerFailed reports a runner that could not start (bad config or report
 // fd: exit 125 before its status line) as nsbox's own failure, not the
-// program's.
+// program's. The start of its stderr says why.
 func runnerFailed(r *result.Result, rep pyrunner.Report) error {
 	if rep.Static != "" || r.ExitCode == nil || *r.ExitCode != pyrunner.ExitRunnerError {
 		return nil
 	}
-	return fmt.Errorf("the Python runner failed before checking the program: %s", strings.TrimSpace(r.Stderr))
+	why, _ := result.EncodeText(bytes.TrimSpace(head(r.StderrBytes(), headSize)))
+	return fmt.Errorf("the Python runner failed before checking the program: %s", why)
 }
 
 // recordViolations copies the runner's violations into r.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
@@ -13,7 +12,6 @@ import (
 type stopper struct {
 	mu       sync.Mutex
 	proc     *os.Process
-	cg       *cgroup.Cgroup // nil without a cgroup
 	status   result.Status
 	limit    string
 	reason   string
@@ -23,12 +21,23 @@ type stopper struct {
 	once     sync.Once
 }
 
-// stop kills the init (PID 1 of the sandbox's PID namespace), which makes
-// the kernel kill every process in it, and then every process in the
-// run's cgroup, which covers the same set a second way. The first
-// caller's status wins. On cgroup v1 an init stopped before it attached
-// itself is not in the cgroup yet: the SIGKILL to it is what ends it, and
-// nothing else runs in its namespace before the program.
+// stop SIGKILLs the init, PID 1 of the sandbox's PID namespace: the
+// kernel then kills every other process in the namespace at once (those
+// that called setsid or double-forked too), and the init's wait returns
+// only when all of them are gone. That is the whole kill; the first
+// caller's status wins.
+//
+// The run's cgroup is not touched here. It holds no process outside the
+// namespace (nothing inside may join another PID namespace), so killing
+// it could only slow the kill down: on cgroup v1 that means freezing it,
+// and a freeze that catches a SIGKILLed process before it has run its
+// exit keeps it frozen, while the freezer's retry loop takes the CPU that
+// the dying processes, and every other run stopped at the same time, need
+// to die. The cleanup stack kills and removes the cgroup after the wait,
+// off the deadline's path (cgroup.Destroy), when it is normally empty.
+// On cgroup v1 an init stopped before it attached itself is not in the
+// cgroup yet: the SIGKILL to it is what ends it, and nothing else runs in
+// its namespace before the program.
 func (s *stopper) stop(status result.Status, limit, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -37,9 +46,6 @@ func (s *stopper) stop(status result.Status, limit, reason string) {
 	}
 	s.stopped, s.status, s.limit, s.reason = true, status, limit, reason
 	s.proc.Signal(syscall.SIGKILL)
-	if s.cg != nil {
-		s.cg.Kill() // best effort here; Destroy after the wait checks it
-	}
 }
 
 // finish marks the init as reaped: no later stop may signal its pid.

@@ -23,7 +23,8 @@
 // Killing a run kills its PID namespace's init (the program, PID 1
 // inside): the kernel then kills every other process in the namespace,
 // including ones that called setsid or double-forked, before the wait
-// returns; and every process of the run's cgroup.
+// returns. The cleanup stack then kills whatever is still in the run's
+// cgroup (nothing, normally) and removes it.
 package supervisor
 
 import (
@@ -53,8 +54,10 @@ type Options struct {
 	Exe string
 	// Trace records each step's time (--trace-phases); nil for none.
 	Trace *trace.Recorder
-	// Stdout and Stderr, when set, receive the kept output live (plain
-	// mode). The result holds it either way.
+	// Stdout and Stderr, when set, receive the output live, up to the
+	// cap (plain mode). The result then holds only the first KiB of that
+	// stream (what Stats keeps), not all of it a second time; unset, the
+	// result holds all of it, up to the cap.
 	Stdout, Stderr io.Writer
 }
 
