@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/nsbox/nsbox/internal/filekind"
 	"github.com/nsbox/nsbox/policies"
 )
 
@@ -90,7 +90,7 @@ func readFile(path string, lim programLimits) ([]byte, error) {
 		return nil, fmt.Errorf("read program: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read program %s: not a regular file (%s); give a file, - for standard input, or -c CODE", path, kind(fi.Mode()))
+		return nil, fmt.Errorf("read program %s: not a regular file (%s); give a file, - for standard input, or -c CODE", path, filekind.Of(fi.Mode()))
 	}
 	b, err := readBounded(f, lim)
 	if err != nil {
@@ -120,19 +120,4 @@ func readStdin(lim programLimits) ([]byte, error) {
 	case <-time.After(lim.wait):
 		return nil, fmt.Errorf("read program from standard input: it did not end within %v, the run's timeout", lim.wait)
 	}
-}
-
-// kind names the type of a file that is not a regular one.
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "not a regular file"
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/nsbox/nsbox/internal/filekind"
 )
 
 // busyTimeout is how long SQLite itself waits for a lock before reporting
@@ -68,7 +70,7 @@ func open(path string) (*DB, error) {
 	case !fi.Mode().IsRegular():
 		// SQLite would open a device or FIFO and create its journal,
 		// mode 0666, beside it (/dev/null-journal).
-		return nil, fmt.Errorf("not a regular file (%s): the audit log must be a file or absent", fileKind(fi.Mode()))
+		return nil, fmt.Errorf("not a regular file (%s): the audit log must be a file or absent", filekind.Of(fi.Mode()))
 	}
 	db, err := connect(abs)
 	if err != nil {
@@ -85,21 +87,6 @@ func open(path string) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
-}
-
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "not a regular file"
 }
 
 // connect opens a connection pool on an existing file. Every connection
@@ -212,20 +199,24 @@ func (db *DB) Path() string { return db.path }
 // (its busy handler is not called in every case, such as WAL recovery).
 // fn must be safe to run again: it may not keep state across attempts.
 func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return retryBusy(ctx, func() error {
-		tx, err := db.sql.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		return nil
-	})
+	return retryBusy(ctx, func() error { return oneTx(ctx, db.sql.BeginTx, fn) })
+}
+
+// oneTx runs fn in one transaction from begin (a pool's or a connection's
+// BeginTx) and commits it; on fn's error it rolls back.
+func oneTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), fn func(*sql.Tx) error) error {
+	tx, err := begin(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // writeTxWait is writeTx on one connection whose busy timeout is wait
@@ -249,20 +240,7 @@ func (db *DB) writeTxWait(ctx context.Context, wait time.Duration, fn func(*sql.
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	return retryBusy(ctx, func() error {
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		return nil
-	})
+	return retryBusy(ctx, func() error { return oneTx(ctx, conn.BeginTx, fn) })
 }
 
 // retryBusy runs fn until it succeeds, fails with anything but busy, or
