@@ -69,6 +69,20 @@ func waitFull(t *testing.T, p *os.Process) (release func()) {
 	if !waitFile(root+"/ready", 20*time.Second) {
 		t.Errorf("the program never filled the workspace")
 	}
+	return releaser(t, root)
+}
+
+// waitFilled is waitFull for a caller that wants to see the run's own
+// result when the program does not fill within d: it reports instead of
+// failing.
+func waitFilled(t *testing.T, p *os.Process, d time.Duration) bool {
+	t.Helper()
+	root := fmt.Sprintf("/proc/%d/root/workspace", sandboxOf(t, p.Pid, 10*time.Second))
+	return waitFile(root+"/ready", d)
+}
+
+// releaser returns a function that lets a held fillCode program end.
+func releaser(t *testing.T, root string) func() {
 	return func() {
 		if err := os.Rename(root+"/wait", root+"/go"); err != nil {
 			t.Errorf("release the program: %v", err)
@@ -77,7 +91,7 @@ func waitFull(t *testing.T, p *os.Process) (release func()) {
 }
 
 // sandboxOf returns the host pid of the sandbox's PID 1 (the program):
-// the child of the nsbox process.
+// the child of the nsbox process in a user namespace of its own.
 func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 	t.Helper()
 	want := "PPid:\t" + strconv.Itoa(nsboxPid) + "\n"
@@ -93,7 +107,9 @@ func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 				continue
 			}
 			b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
-			if err == nil && strings.Contains(string(b), want) {
+			// The init is in the run's user namespace; any other child
+			// (a base root build's) is not.
+			if err == nil && strings.Contains(string(b), want) && otherUserNS(pid) {
 				return pid
 			}
 		}
@@ -101,6 +117,17 @@ func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 	}
 	t.Fatalf("nsbox (pid %d) started no sandbox within %v", nsboxPid, within)
 	return 0
+}
+
+// otherUserNS reports whether process pid is in another user namespace
+// than the test.
+func otherUserNS(pid int) bool {
+	mine, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		return false
+	}
+	its, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+	return err == nil && its != mine
 }
 
 // fsFree is the free bytes (for unprivileged writers) and free inodes of
@@ -262,18 +289,30 @@ func TestWorkspaceGoesWithKilledSupervisor(t *testing.T) {
 		}
 	}
 	state := t.TempDir()
+	// strict's 10 s timeout would end a run slowed by a loaded host
+	// before it filled: this one has a minute, and the kill ends it.
+	pol := filepath.Join(t.TempDir(), "strict-minute.toml")
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf("extends = %q\n[limits]\ntimeout = \"60s\"\ncpu_time = \"60s\"\n", c.policy)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mountsBefore := hostMounts(t)
 	before := shmem(t)
 	var full int64
-	nsbox(t, run{
-		args:  []string{"run", "--policy", c.policy, "-c", fillCode("bytes", int(c.chunkMiB), 2*int(c.size>>20), true)},
+	filled := false
+	o := nsbox(t, run{
+		args:  []string{"run", "--policy", pol, "-c", fillCode("bytes", int(c.chunkMiB), 2*int(c.size>>20), true)},
 		state: state,
 		whileRuns: func(p *os.Process) {
-			waitFull(t, p)
+			if filled = waitFilled(t, p, 40*time.Second); !filled {
+				return // let the run end by itself: its result says why
+			}
 			full = shmem(t)
 			p.Signal(syscall.SIGKILL)
 		},
 	})
+	if !filled {
+		t.Fatalf("the program never filled the workspace: exit %d\nstdout: %s\nstderr: %s", o.exit, o.stdout, o.stderr)
+	}
 	if full-before < c.size/2 {
 		t.Fatalf("host Shmem grew by %d bytes with the workspace full, want about %d: is the workspace a tmpfs?", full-before, c.size)
 	}
@@ -291,7 +330,7 @@ func TestWorkspaceGoesWithKilledSupervisor(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("want the killed run's directory left behind, found %d entries", len(runs))
 	}
-	o := nsbox(t, run{args: []string{"run", "--json", "-c", "pass"}, state: state})
+	o = nsbox(t, run{args: []string{"run", "--json", "-c", "pass"}, state: state})
 	o.wantStatus(t, result.StatusOK)
 	o.noLeftovers(t)
 }
