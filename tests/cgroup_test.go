@@ -15,8 +15,9 @@ import (
 var v1Hierarchies = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
 
 // TestProgramInRunCgroup reads, from the host, the cgroups of every
-// thread of every process of a running sandbox: the program (the init
-// after execve), a thread it started and a child it forked must all be
+// thread of every process of a running sandbox: the program (the setup
+// init after execve), a thread it started and a child it forked (and on
+// v2 the reaper, PID 1) must all be
 // in the run's own cgroup (nsbox/<prefix>-<run id>) in every v1
 // hierarchy (on v2, the unified one). On v1 the init attaches the thread
 // that execs the program itself; this is the end-to-end proof that it
@@ -49,7 +50,14 @@ print("done")
 				t.Errorf("program did not start")
 				return
 			}
-			for _, pid := range descendants(p.Pid) {
+			// The reaper (nsbox's child) is cloned into the run's cgroup
+			// on v2; on v1 it stays in nsbox's, and only the setup init
+			// attaches itself and so the program.
+			pids := descendants(p.Pid)
+			if !unifiedCgroup() && len(pids) > 0 {
+				pids = pids[1:]
+			}
+			for _, pid := range pids {
 				tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
 				for _, task := range tasks {
 					b, err := os.ReadFile(filepath.Join(task, "cgroup"))
@@ -82,6 +90,12 @@ print("done")
 		}
 	}
 	t.Logf("%d tasks checked, all in nsbox/s<prefix>-%s", len(seen), o.res.ID)
+}
+
+// unifiedCgroup reports whether the host has cgroup v2 only.
+func unifiedCgroup() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
 }
 
 // descendants returns the pids of pid's children, theirs, and so on.

@@ -53,7 +53,7 @@ import os
 fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
 print("FDS", fds)
 print("FD6", os.readlink("/proc/self/fd/6"), oct(int(open("/proc/self/fdinfo/6").read().split("flags:")[1].split()[0], 8) & 3))
-print("CWD", os.getcwd(), "SID", os.getsid(0), "PID", os.getpid())
+print("CWD", os.getcwd(), "LEADER", os.getsid(0) == os.getpid(), "PPID", os.getppid())
 `
 	o := runPy(t, "default", code)
 	o.wantStatus(t, result.StatusOK)
@@ -65,8 +65,9 @@ print("CWD", os.getcwd(), "SID", os.getsid(0), "PID", os.getpid())
 	if !strings.Contains(o.res.Stdout, "FD6 pipe:[") || !strings.Contains(o.res.Stdout, " 0o1\n") {
 		t.Errorf("fd 6 is not the write end of a pipe: %s", o.res.Stdout)
 	}
-	// Session leader (setsid): no controlling terminal to inject into.
-	if !strings.Contains(o.res.Stdout, "CWD /workspace SID 1 PID 1") {
+	// Session leader (setsid): no controlling terminal to inject into;
+	// the child of the reaper, PID 1.
+	if !strings.Contains(o.res.Stdout, "CWD /workspace LEADER True PPID 1") {
 		t.Errorf("unexpected cwd/session: %s", o.res.Stdout)
 	}
 }

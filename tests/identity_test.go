@@ -71,7 +71,7 @@ time.sleep(3)
 				t.Errorf("program did not start")
 				return
 			}
-			for _, c := range childrenOf(t, p.Pid) {
+			for _, c := range programOf(t, p.Pid) {
 				b, err := os.ReadFile(filepath.Join("/proc", c, "status"))
 				if err != nil {
 					continue
@@ -123,6 +123,21 @@ func usernsOwner(t *testing.T, pid string) uint32 {
 		t.Fatalf("NS_GET_OWNER_UID of %s: %v", pid, e)
 	}
 	return uid
+}
+
+// programOf lists the sandboxed programs of nsbox process nsboxPid: the
+// children of its children, the reapers (PID 1 of each sandbox).
+func programOf(t *testing.T, nsboxPid int) []string {
+	t.Helper()
+	var out []string
+	for _, reaper := range childrenOf(t, nsboxPid) {
+		pid, err := strconv.Atoi(reaper)
+		if err != nil {
+			continue
+		}
+		out = append(out, childrenOf(t, pid)...)
+	}
+	return out
 }
 
 // childrenOf lists the children of pid, forked by any of its threads.

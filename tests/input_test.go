@@ -96,8 +96,7 @@ store_code = false
 		{"too many labels", append(manyLabelFlags(33), "-c", "pass"), result.StatusSandboxError, 125, "input", "at most 32 labels", true},
 		{"syntax error", []string{"-c", "def f(:\n  pass"}, result.StatusError, 1, "", "SyntaxError", false},
 		{"exit code", []string{"-c", "raise SystemExit(3)"}, result.StatusError, 3, "", "", false},
-		// A real fault: the program is PID 1 of its namespace, so signals
-		// it sends itself without a handler are ignored, faults are not.
+		// A real fault ends the program by its own signal (SIGSEGV).
 		{"killed by own signal", []string{"--policy", osOnly(t, "default"), "-c", "import ctypes; ctypes.string_at(0)"}, result.StatusError, 139, "", "", false},
 	}
 	for _, tc := range cases {

@@ -210,7 +210,7 @@ for _ in range(1000):
 			t.Errorf("run in %s never got ready", ws)
 			return nil
 		}
-		for _, c := range childrenOf(t, p.Pid) {
+		for _, c := range programOf(t, p.Pid) {
 			b, err := os.ReadFile(filepath.Join("/proc", c, "status"))
 			if err != nil {
 				continue

@@ -183,9 +183,9 @@ func TestCrashedSupervisorSlotNotReused(t *testing.T) {
 // and returns how to thaw it.
 func freeze(t *testing.T, nsboxPid int) (thaw func()) {
 	t.Helper()
-	kids := childrenOf(t, nsboxPid)
+	kids := programOf(t, nsboxPid)
 	if len(kids) == 0 {
-		t.Fatal("nsbox has no child")
+		t.Fatal("nsbox has no sandboxed program")
 	}
 	b, err := os.ReadFile(filepath.Join("/proc", kids[0], "cgroup"))
 	if err != nil {

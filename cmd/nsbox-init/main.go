@@ -18,11 +18,11 @@ import (
 )
 
 func main() {
-	fd, ok := initproc.Args(os.Args)
+	inv, ok := initproc.Args(os.Args)
 	if !ok {
 		fmt.Fprintf(os.Stderr, "nsbox-init: internal to nsbox (nsbox run starts it as %q)\n",
-			"nsbox-init "+initproc.Command+" --sync-fd N")
+			"nsbox-init "+initproc.Command+" --sync-fd N --status-fd M")
 		os.Exit(2)
 	}
-	initproc.Main(fd) // returns only via os.Exit
+	initproc.Main(inv) // returns only via os.Exit
 }

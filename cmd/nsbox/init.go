@@ -17,9 +17,10 @@ func initCommand() *cli.Command {
 		Hidden: true,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "sync-fd", Usage: "descriptor of the sync socket from the supervisor", Required: true},
+			&cli.IntFlag{Name: "status-fd", Usage: "descriptor of the reaper's exit pipe (the reaper only)", Value: -1},
 		},
 		Action: func(c *cli.Context) error {
-			initproc.Main(c.Int("sync-fd")) // returns only via os.Exit
+			initproc.Main(initproc.Invocation{SyncFD: c.Int("sync-fd"), StatusFD: c.Int("status-fd")}) // returns only via os.Exit
 			return nil
 		},
 	}

@@ -23,8 +23,8 @@ var version = "dev"
 func main() {
 	// The init's exact command line skips the cli App: it need not build
 	// every command and flag to parse one.
-	if fd, ok := initproc.Args(os.Args); ok {
-		initproc.Main(fd) // returns only via os.Exit
+	if inv, ok := initproc.Args(os.Args); ok {
+		initproc.Main(inv) // returns only via os.Exit
 	}
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "nsbox: %v\n", err)

@@ -113,7 +113,7 @@ func clearCaps() error {
 }
 
 // setPdeathsig asks the kernel to SIGKILL this process when its parent
-// (the supervisor) dies. The kernel resets it on every credential change,
+// (the reaper) dies. The kernel resets it on every credential change,
 // so it is set again after dropIDs.
 func setPdeathsig() error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {

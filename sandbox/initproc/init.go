@@ -1,11 +1,13 @@
 // Package initproc is the sandbox init: the nsbox binary re-executed by the
 // supervisor inside new user, mount, PID, network, IPC, UTS and cgroup
-// namespaces. It reads the Spec, builds the new root, drops every
-// privilege, lowers the rlimits, adds Landlock and seccomp, and execs the
-// program. It runs as (namespace) root with no
-// privilege on the host.
+// namespaces. It runs twice there. As PID 1 it is the reaper (reaper.go):
+// it starts the setup init, reaps orphans, forwards signals and reports
+// the program's exit. As PID 2 it is the setup init (init.go): it reads
+// the Spec, builds the new root, drops every privilege, lowers the
+// rlimits, adds Landlock and seccomp, and execs the program. Both run as
+// (namespace) root with no privilege on the host.
 //
-// WARNING: the order of the steps in Run is the security design. After any
+// WARNING: the order of the steps in run is the security design. After any
 // change, run the integration tests as root:
 //
 //	sudo go test ./tests/... -run . -count=1
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -26,11 +29,16 @@ import (
 	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
-// Main runs the init and only returns on failure, after reporting the
-// failed step to the supervisor over the sync socket.
-func Main(syncFD int) {
+// Main runs the init inv selects, the reaper or the setup init. It never
+// returns: the setup init execs the program or reports the failed step to
+// the supervisor over the sync socket and exits.
+func Main(inv Invocation) {
+	if inv.Reaper() {
+		reaperMain(inv)
+	}
 	// The end of the Go runtime's start-up, for --trace-phases.
 	started := trace.Now()
+	syncFD := inv.SyncFD
 	err := run(syncFD, started)
 	// run only returns on failure: report the step and errno.
 	ie := result.StepError("init", err)
@@ -49,8 +57,9 @@ func run(syncFD int, started int64) error {
 	runtime.LockOSThread()
 
 	// Refuse to run anywhere but in the fresh namespaces the supervisor
-	// made: run by hand on the host, the mounts below would hit the host.
-	if err := checkNamespaces(); err != nil {
+	// made, as the reaper's child: run by hand on the host, the mounts
+	// below would hit the host.
+	if err := checkNamespaces(false); err != nil {
 		return result.StepError("check namespaces", err)
 	}
 	checked := trace.Now()
@@ -63,11 +72,13 @@ func run(syncFD int, started int64) error {
 	tr := trace.New(s.Trace, started)
 	tr.Add("", []trace.Mark{{Name: "runtime start", End: started},
 		{Name: "check namespaces", End: checked}, {Name: "read spec", End: trace.Now()}})
-	// Into the run's cgroup before any setup step. On v2 the init was
-	// cloned into it; on v1 this thread, the one that will execve,
-	// attaches itself, so the program starts inside every hierarchy and
-	// nothing forks before. The init's other Go threads stay outside and
-	// die at execve. A failure ends the init: it never execs unattached.
+	// Into the run's cgroup before any setup step. On v2 the reaper was
+	// cloned into it, and this process with it; on v1 this thread, the one
+	// that will execve, attaches itself, so the program starts inside
+	// every hierarchy and nothing forks before. The init's other Go
+	// threads stay outside and die at execve, and the reaper stays in the
+	// supervisor's cgroup. A failure ends the init: it never execs
+	// unattached.
 	if err := attachCgroup(s.CgroupTasks); err != nil {
 		return result.StepError("cgroup attach", err)
 	}
@@ -165,8 +176,8 @@ func run(syncFD int, started int64) error {
 		return result.StepError("clear capabilities", err)
 	}
 	tr.Mark("clear capabilities")
-	// The uid change reset PDEATHSIG: re-arm it so the sandbox still dies
-	// with the supervisor.
+	// The uid change reset PDEATHSIG: re-arm it so the program still dies
+	// with the reaper, as the reaper dies with the supervisor.
 	if err := setPdeathsig(); err != nil {
 		return result.StepError("re-arm pdeathsig", err)
 	}
@@ -224,11 +235,23 @@ func run(syncFD int, started int64) error {
 	return result.StepError("execve "+s.Argv[0], err)
 }
 
-// checkNamespaces verifies the init is PID 1 of a new PID namespace and
-// in a user namespace that does not map the whole host id range.
-func checkNamespaces() error {
-	if pid := os.Getpid(); pid != 1 {
+// checkNamespaces verifies the init is where the supervisor started it:
+// the reaper as PID 1 of a new PID namespace, the setup init as the
+// reaper's child there; both in a user namespace that does not map the
+// whole host id range.
+func checkNamespaces(reaper bool) error {
+	pid, ppid := os.Getpid(), os.Getppid()
+	switch {
+	case reaper && pid != 1:
 		return fmt.Errorf("pid %d, not 1: not in a new PID namespace (nsbox %s is internal)", pid, "init")
+	case !reaper && ppid != 1:
+		return fmt.Errorf("parent pid %d, not 1: not started by the reaper (nsbox %s is internal)", ppid, "init")
+	case !reaper:
+		// Parent pid 1 alone would also hold on the host: the kernel
+		// must see this process in more than one PID namespace.
+		if err := checkNestedPID(); err != nil {
+			return err
+		}
 	}
 	const p = "/proc/self/uid_map"
 	b, err := os.ReadFile(p)
@@ -239,6 +262,27 @@ func checkNamespaces() error {
 		return fmt.Errorf("%s maps host root (%q): not in a sandbox user namespace", p, strings.TrimSpace(string(b)))
 	}
 	return nil
+}
+
+// checkNestedPID verifies, from the NSpid line of /proc/self/status (the
+// host's /proc: nothing is mounted yet), that this process has a pid in
+// a PID namespace below /proc's, and that it is its own.
+func checkNestedPID() error {
+	const p = "/proc/self/status"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) < 2 || f[len(f)-1] != strconv.Itoa(os.Getpid()) {
+				return fmt.Errorf("%s: NSpid %q: not in a new PID namespace (nsbox %s is internal)", p, strings.TrimSpace(v), "init")
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has no NSpid line (Linux 4.1+)", p)
 }
 
 // readSpec reads and validates the spec message.

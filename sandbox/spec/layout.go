@@ -44,9 +44,15 @@ const Hostname = "nsbox"
 //	5       /workspace, detached              Spec.Binds[0].FD
 //	6       the runner's report pipe (write)  Spec.ReportFD
 //	7...    cgroup v1 tasks files             Spec.CgroupTasks[i].FD
+//	last    the reaper's exit pipe (write)    --status-fd
+//
+// The reaper (PID 1) hands every descriptor below --status-fd to the
+// setup init it starts, at the same number, and keeps only the exit
+// pipe, which the setup init never sees.
 type FDs struct {
 	Sync, Root, Workspace, Report int
 	Tasks                         []int // one per v1 hierarchy; none on v2 or without a cgroup
+	Status                        int
 }
 
 // firstFD is the first descriptor after stdin, stdout and stderr.
@@ -58,11 +64,12 @@ func Layout(tasks int) FDs {
 	for i := range tasks {
 		l.Tasks = append(l.Tasks, l.Report+1+i)
 	}
+	l.Status = l.Report + 1 + tasks
 	return l
 }
 
 // Count is the number of inherited descriptors beyond stdio.
-func (l FDs) Count() int { return 4 + len(l.Tasks) }
+func (l FDs) Count() int { return 5 + len(l.Tasks) }
 
 // BaseEnv is the program's whole environment before the policy's [env]
 // and ThreadEnv: nothing of the host's environment is passed on. A policy

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/trace"
@@ -45,6 +46,29 @@ func DecodeReady(b []byte) (steps []trace.Mark, ok bool, err error) {
 		return nil, true, fmt.Errorf("decode ready steps %q: %w", truncate(b), err)
 	}
 	return steps, true, nil
+}
+
+// Exit is the first byte of the reaper's one message on its exit pipe
+// (FDs.Status): the program's wait status, in decimal, written when the
+// program has ended and right before the reaper exits. No message means
+// the reaper was killed first (a stop, the OOM killer) or failed.
+var Exit = []byte{'X'}
+
+// EncodeExit returns the Exit message for wait status ws.
+func EncodeExit(ws uint32) []byte {
+	return strconv.AppendUint(append([]byte{}, Exit...), uint64(ws), 10)
+}
+
+// DecodeExit parses an Exit message.
+func DecodeExit(b []byte) (uint32, error) {
+	if len(b) < 2 || b[0] != Exit[0] {
+		return 0, fmt.Errorf("decode exit status %q: not an exit message", truncate(b))
+	}
+	ws, err := strconv.ParseUint(string(b[1:]), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("decode exit status %q: %w", truncate(b), err)
+	}
+	return uint32(ws), nil
 }
 
 // MaxMessage bounds one sync-socket message; the spec of a run is a few KiB.

@@ -34,7 +34,8 @@ import (
 // 4: CgroupTasks (the init attaches itself on cgroup v1).
 // 5: Trace (the init times its steps and sends them with Ready).
 // 6: a failed step is sent as result.SandboxError (errno by name).
-const Version = 6
+// 7: a reaper is PID 1 and reports the program's wait status (Exit).
+const Version = 7
 
 // Bind is one bind mount into the new root. The supervisor prepares it as
 // a detached mount (open_tree + mount_setattr, flags final) and passes the

@@ -84,11 +84,12 @@ func TestValidateRejects(t *testing.T) {
 }
 
 // TestLayout pins the descriptor layout the init and the supervisor share:
-// consecutive from 3, in the documented order, none twice.
+// consecutive from 3, in the documented order, none twice, the reaper's
+// exit pipe last (it hands every descriptor below it to the setup init).
 func TestLayout(t *testing.T) {
 	for _, tasks := range []int{0, 1, 5} {
 		l := Layout(tasks)
-		got := append([]int{l.Sync, l.Root, l.Workspace, l.Report}, l.Tasks...)
+		got := append(append([]int{l.Sync, l.Root, l.Workspace, l.Report}, l.Tasks...), l.Status)
 		if len(got) != l.Count() {
 			t.Fatalf("Layout(%d): %d descriptors, Count says %d", tasks, len(got), l.Count())
 		}
@@ -102,6 +103,22 @@ func TestLayout(t *testing.T) {
 	l, s := Layout(2), validSpec()
 	if s.RootFD != l.Root || s.Binds[0].FD != l.Workspace || s.ReportFD != l.Report || s.CgroupTasks[0].FD != l.Tasks[0] {
 		t.Errorf("validSpec's descriptors differ from Layout(2) = %+v", l)
+	}
+}
+
+// TestExitMessage: the reaper's wait status survives the wire, and
+// anything else is refused.
+func TestExitMessage(t *testing.T) {
+	for _, ws := range []uint32{0, 7 << 8, 6, 9, 0xffffffff} {
+		got, err := DecodeExit(EncodeExit(ws))
+		if err != nil || got != ws {
+			t.Errorf("DecodeExit(EncodeExit(%d)) = %d, %v", ws, got, err)
+		}
+	}
+	for _, bad := range []string{"", "X", "R", "X-1", "X12a", "X4294967296", "Y0"} {
+		if ws, err := DecodeExit([]byte(bad)); err == nil {
+			t.Errorf("DecodeExit(%q) = %d, want an error", bad, ws)
+		}
 	}
 }
 

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/nsbox/nsbox/internal/mustwork"
@@ -24,8 +22,8 @@ import (
 // TestMain lets this test binary be the sandbox init: start re-executes
 // it as "nsbox init --sync-fd 3", as it re-executes nsbox.
 func TestMain(m *testing.M) {
-	if fd, ok := initproc.Args(os.Args); ok {
-		initproc.Main(fd) // returns only via os.Exit
+	if inv, ok := initproc.Args(os.Args); ok {
+		initproc.Main(inv) // returns only via os.Exit
 	}
 	os.Exit(m.Run())
 }
@@ -115,7 +113,8 @@ type attachCase struct {
 
 // TestInitRefusesFailedAttach: an init that cannot attach itself to its
 // cgroup (v1) reports step "cgroup attach" naming the tasks file, and
-// exits without going on: no Ready, exit status 1. The run's result
+// exits without going on: no Ready, exit status 1 (which the reaper
+// reports). The run's result
 // becomes a sandbox_error with that step and message. The report also
 // arrives when the supervisor reads it only after the init is gone with
 // Go unread (the kernel then reports ECONNRESET first).
@@ -189,9 +188,10 @@ func attachFails(t *testing.T, exe string, tc attachCase, late bool) {
 	if !errors.As(err, &ie) || ie.Step != "cgroup attach" || !strings.Contains(ie.Message, tc.want) || ie.Errno != tc.errno {
 		t.Fatalf("init answered %v (%#v), want step cgroup attach, %q, errno %q", err, ie, tc.want, tc.errno)
 	}
-	var ee *exec.ExitError
-	if ready || !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).ExitStatus() != 1 {
-		t.Errorf("ready %v, init ended with %v: want no Ready and exit status 1", ready, werr)
+	// The setup init exited 1; the reaper reported it and exited 0.
+	ws, exitErr := l.programExit()
+	if ready || werr != nil || exitErr != nil || !ws.Exited() || ws.ExitStatus() != 1 {
+		t.Errorf("ready %v, reaper ended with %v, reported %v (%v): want no Ready and the setup init's exit status 1", ready, werr, ws, exitErr)
 	}
 	if se := result.StepError("setup", err); se.Step != "cgroup attach" || !strings.Contains(se.Message, tc.want) {
 		t.Errorf("result error %+v, want step cgroup attach naming the tasks file", se)

@@ -128,10 +128,19 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// How it ended. A stop (timeout, output cap, by hand) outranks what
 	// it caused; then a failed setup; then the exit, the cgroup's
 	// counters and the runner's report decide.
+	// The program's own end comes from the reaper; the init's process
+	// state (the reaper's) counts the CPU time of the whole namespace.
 	ps := l.cmd.ProcessState
+	var ws syscall.WaitStatus
+	var exitErr error
+	if ps != nil {
+		ws, exitErr = l.programExit()
+	}
 	if status, limit, reason := stop.result(); status != "" {
 		r.Status, r.Limit, r.Reason = status, limit, reason
-		setExit(r, ps)
+		if ps != nil && exitErr == nil {
+			setExit(r, ws)
+		}
 		recordViolations(r, rep)
 		return
 	}
@@ -140,8 +149,10 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 		sb.fail("setup", setupErr)
 	case ps == nil:
 		sb.fail("wait", waitErr)
+	case exitErr != nil:
+		sb.fail("reaper", exitErr)
 	default:
-		setExit(r, ps)
+		setExit(r, ws)
 		classify(r, pl, usage, ps)
 		if repErr != nil {
 			sb.fail("runner", repErr)

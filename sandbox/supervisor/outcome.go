@@ -13,14 +13,9 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// setExit fills exit_code or signal from the wait status.
-func setExit(r *result.Result, ps *os.ProcessState) {
-	if ps == nil {
-		return
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
+// setExit fills exit_code or signal from the program's wait status.
+func setExit(r *result.Result, ws syscall.WaitStatus) {
 	switch {
-	case !ok:
 	case ws.Exited():
 		c := ws.ExitStatus()
 		r.ExitCode = &c
@@ -50,9 +45,10 @@ func (c confinement) usage(r *result.Result) cgroup.Stats {
 //   - The OOM killer struck and the program did not exit 0: memory_limit.
 //     (A child killed by the OOM killer whose parent carried on to a clean
 //     exit is the program's business.)
-//   - SIGKILL that nsbox did not send and no OOM kill: nothing inside can
-//     SIGKILL PID 1 of its own namespace, so this is RLIMIT_CPU (soft ==
-//     hard makes the kernel send SIGKILL); the CPU time confirms it.
+//   - SIGKILL that nsbox did not send, no OOM kill, and the namespace
+//     used up the CPU time: RLIMIT_CPU (soft == hard makes the kernel send
+//     SIGKILL). A SIGKILL from inside (the program's own, a child's) uses
+//     no such time and is an error like any other signal.
 //   - Otherwise ok for exit 0 and error for the rest.
 func classify(r *result.Result, pl *plan.Plan, st cgroup.Stats, ps *os.ProcessState) {
 	killed := r.Signal != nil && *r.Signal == int(unix.SIGKILL)

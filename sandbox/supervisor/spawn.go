@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -37,6 +38,12 @@ func sysIDMap(ids *runIDs) []syscall.SysProcIDMap {
 	return m
 }
 
+// initEnv is the init's whole environment: nothing of the host's. The
+// reaper lives as long as the run, so it keeps little: one P (few
+// threads, which on cgroup v2 count in the run's pids limit), and no
+// host cgroup files held open to track the CPU limit for GOMAXPROCS.
+var initEnv = []string{"GOMAXPROCS=1", "GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+
 // launch is one started init with the host ends of its pipes.
 type launch struct {
 	cmd    *exec.Cmd
@@ -44,6 +51,7 @@ type launch struct {
 	stdin  *os.File // write end: the program's source
 	stdout *os.File // read ends
 	stderr *os.File
+	status *os.File      // read end of the reaper's exit pipe
 	exited chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
 	err    error         // cmd.Wait's error, once exited is closed
 }
@@ -56,8 +64,9 @@ type inherited struct {
 }
 
 // files returns the init's ExtraFiles, the first becoming descriptor 3:
-// the sync socket, then the rest at the numbers fds gives them.
-func (in inherited) files(sync *os.File, fds spec.FDs) ([]*os.File, error) {
+// the sync socket, then the rest at the numbers fds gives them, the
+// reaper's exit pipe last.
+func (in inherited) files(sync, status *os.File, fds spec.FDs) ([]*os.File, error) {
 	if len(in.tasks) != len(fds.Tasks) {
 		return nil, fmt.Errorf("bug: %d tasks files for a layout of %d", len(in.tasks), len(fds.Tasks))
 	}
@@ -67,6 +76,7 @@ func (in inherited) files(sync *os.File, fds spec.FDs) ([]*os.File, error) {
 	set(fds.Root, in.root)
 	set(fds.Workspace, in.workspace)
 	set(fds.Report, in.report)
+	set(fds.Status, status)
 	for i, f := range in.tasks {
 		set(fds.Tasks[i], f)
 	}
@@ -104,7 +114,10 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 }
 
 // start re-executes exe as the init in new namespaces, with in at the
-// descriptors fds names, as the run's host ids. Go's fork code writes the
+// descriptors fds names, as the run's host ids. The init is the reaper
+// (PID 1, initproc), which starts the setup init and, at the end, writes
+// the program's wait status on the exit pipe whose read end the launch
+// keeps. Go's fork code writes the
 // uid/gid maps from here before the child execs. On cgroup v2 the init is
 // cloned straight into cg (CLONE_INTO_CGROUP, Linux 5.7), so not one
 // instruction of it runs outside its limits.
@@ -132,13 +145,20 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 	}
 	childSync := os.NewFile(uintptr(sockets[1]), "sync")
 	defer childSync.Close()
-	extra, err := in.files(childSync, fds)
+	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		unix.Close(sockets[0])
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	defer statusW.Close()
+	extra, err := in.files(childSync, statusW, fds)
+	if err != nil {
+		unix.Close(sockets[0])
+		statusR.Close()
 		return nil, err
 	}
 
-	l := &launch{sync: sockets[0], exited: make(chan struct{})}
+	l := &launch{sync: sockets[0], status: statusR, exited: make(chan struct{})}
 	var childEnds []*os.File
 	defer func() { closeAll(childEnds...) }()
 	pipe := func(childReads bool) (*os.File, error) {
@@ -165,8 +185,8 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 
 	l.cmd = &exec.Cmd{
 		Path:       exe,
-		Args:       []string{"nsbox", InitCommand, "--sync-fd", fmt.Sprint(fds.Sync)},
-		Env:        []string{}, // nothing of the host environment reaches the init
+		Args:       initproc.Argv(fds.Sync, fds.Status),
+		Env:        initEnv, // nothing of the host environment reaches the init
 		Dir:        "/",
 		Stdin:      childEnds[0],
 		Stdout:     childEnds[1],
@@ -263,7 +283,7 @@ func (l *launch) closeHostEnds() error {
 		unix.Close(l.sync)
 		l.sync = -1
 	}
-	closeAll(l.stdin, l.stdout, l.stderr)
+	closeAll(l.stdin, l.stdout, l.stderr, l.status)
 	return nil
 }
 
@@ -344,4 +364,32 @@ func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 			return ie
 		}
 	}
+}
+
+// programExit returns how the program ended, once the init was reaped:
+// the wait status the reaper wrote on its exit pipe. With no message the
+// reaper was killed before the program ended (a stop, the OOM killer),
+// and its own status, a signal, stands for the whole namespace's end. A
+// reaper that exited by itself without a status, or sent an error, failed.
+func (l *launch) programExit() (syscall.WaitStatus, error) {
+	b, err := io.ReadAll(io.LimitReader(l.status, spec.MaxMessage))
+	if err != nil {
+		return 0, fmt.Errorf("read the reaper's exit pipe: %w", err)
+	}
+	if len(b) > 0 && b[0] == spec.Exit[0] {
+		ws, err := spec.DecodeExit(b)
+		return syscall.WaitStatus(ws), err
+	}
+	if len(b) > 0 {
+		ie, err := spec.DecodeError(b)
+		if err != nil {
+			return 0, err
+		}
+		return 0, ie
+	}
+	ws, ok := l.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, fmt.Errorf("the reaper exited (%v) without the program's status", l.cmd.ProcessState)
+	}
+	return ws, nil
 }
