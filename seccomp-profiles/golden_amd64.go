@@ -12,8 +12,8 @@ var goldenFiles embed.FS
 // goldens describes each file of goldenFiles, by filter name (a profile,
 // or its loopback variant).
 var goldens = map[string]golden{
-	"default":          {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "3590aadc22344608f421366663201999ee4165584362d9b26d5de32df5d4f7f5"},
-	"default+loopback": {file: "default+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "3590aadc22344608f421366663201999ee4165584362d9b26d5de32df5d4f7f5"},
-	"strict":           {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "ff1b7c31ed605982db94435b23a415b63a0be980629738889cdc73f9839d66f4"},
-	"strict+loopback":  {file: "strict+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "ff1b7c31ed605982db94435b23a415b63a0be980629738889cdc73f9839d66f4"},
+	"default":          {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+loopback": {file: "default+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"strict":           {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
+	"strict+loopback":  {file: "strict+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
 }

@@ -117,6 +117,7 @@ const (
 	addrNoRandomize = 0x0040000
 	perLinux32      = 0x0008
 	highBit         = 1 << 32
+	atFDCWD         = 0xffffff9c // AT_FDCWD (-100) as the kernel passes it: a 32-bit int
 )
 
 // vmCase is one syscall and the verdict each profile must give it.
@@ -164,6 +165,15 @@ func vmCases() []vmCase {
 		vmCase{"memfd_create CLOEXEC", "memfd_create", [6]uint64{0, unix.MFD_CLOEXEC}, retEPERM, retEPERM, false},
 		vmCase{"memfd_create NOEXEC_SEAL", "memfd_create", [6]uint64{0, 8}, retEPERM, retEPERM, false},
 		vmCase{"memfd_create EXEC", "memfd_create", [6]uint64{0, 0x10}, retEPERM, retEPERM, false},
+		// No setuid or setgid bit, set or created; other modes pass. (The
+		// calls without "at", x86_64 only, have the same rules.)
+		vmCase{"fchmod 06755", "fchmod", [6]uint64{3, 0o6755}, retEPERM, retEPERM, false},
+		vmCase{"fchmod 01777", "fchmod", [6]uint64{3, 0o1777}, retAllow, retAllow, false},
+		vmCase{"fchmodat 04755", "fchmodat", [6]uint64{atFDCWD, 0, 0o4755}, retEPERM, retEPERM, false},
+		vmCase{"fchmodat 0644", "fchmodat", [6]uint64{atFDCWD, 0, 0o644}, retAllow, retAllow, false},
+		vmCase{"openat O_CREAT 02777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o2777}, retEPERM, retEPERM, false},
+		vmCase{"openat O_CREAT 0777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o777}, retAllow, retAllow, false},
+		vmCase{"mknodat S_IFREG|04755", "mknodat", [6]uint64{atFDCWD, 0, unix.S_IFREG | 0o4755}, retEPERM, retENOSYS, false},
 		// Not in the allowlists: the default, ENOSYS.
 		vmCase{"syslog", "syslog", [6]uint64{10}, retENOSYS, retENOSYS, false},
 		vmCase{"clone3", "clone3", [6]uint64{}, retENOSYS, retENOSYS, false},
