@@ -323,3 +323,20 @@ func TestUserQuotasInside(t *testing.T) {
 		})
 	}
 }
+
+// TestLockedSecurebitsRefused: started with SECBIT_NO_SETUID_FIXUP locked
+// off, nsbox cannot make the run's own id the owner of its user namespace
+// without losing the capabilities to set it up. It refuses the run,
+// naming the securebits, rather than charge the run's per-user counts to
+// host root.
+func TestLockedSecurebitsRefused(t *testing.T) {
+	needRoot(t)
+	mustHave(t, "setpriv")
+	o := nsbox(t, run{via: []string{"setpriv", "--securebits", "+no_setuid_fixup_locked"}, args: []string{"run", "--json", "-c", "print(1)"}})
+	o.wantStatus(t, result.StatusSandboxError)
+	if o.exit != result.ExitSandboxError || o.res.Error == nil || o.res.Error.Step != "start init" ||
+		!strings.Contains(o.res.Error.Message, "securebits are 0x8") || o.res.Stdout != "" {
+		t.Errorf("exit %d, error %+v, stdout %q: want step start init naming the locked securebits", o.exit, o.res.Error, o.res.Stdout)
+	}
+	o.noLeftovers(t)
+}

@@ -241,7 +241,12 @@ const secbitNoSetuidFixup = 1 << 2
 // locked and must never run anything else (it dies with its goroutine).
 func becomeOwner(id uint32) error {
 	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoSetuidFixup, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("prctl(PR_SET_SECUREBITS, NO_SETUID_FIXUP): %w", e)
+		// EPERM: a locked bit (set by whatever started nsbox) forbids the
+		// change. Running without it would charge the run's per-user
+		// counts to host root: refuse, and say which bits.
+		cur, _, _ := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0, 0, 0, 0)
+		return fmt.Errorf("prctl(PR_SET_SECUREBITS, NO_SETUID_FIXUP): %w (securebits are %#x; "+
+			"a locked bit set by nsbox's parent forbids the change: start nsbox without locked securebits)", e, cur)
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); e != 0 {
 		return fmt.Errorf("setresgid(%d) on the init's thread: %w", id, e)
