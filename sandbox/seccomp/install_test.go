@@ -18,8 +18,8 @@ func TestInstallRejectsBadPrograms(t *testing.T) {
 		{make([]byte, 7), "7 bytes"},
 		{make([]byte, 8*(load.MaxInsns+1)), "4097 instructions"},
 	} {
-		if err := Install(c.raw); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Install(%d bytes): %v, want an error containing %q", len(c.raw), err, c.want)
+		if err := load.Install(c.raw); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("load.Install(%d bytes): %v, want an error containing %q", len(c.raw), err, c.want)
 		}
 	}
 }

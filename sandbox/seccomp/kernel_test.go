@@ -18,13 +18,15 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // The kernel tests re-execute the test binary (-test.run=^TestHelperChild$)
 // so that the filter, which cannot be removed, lands in a child only. The
 // parent loads the filter (as the supervisor does: the build-time golden
 // of a built-in profile, or libseccomp's compile to compare it with), the
-// child only reads raw BPF and calls Install (as the init does).
+// child only reads raw BPF and calls load.Install (as the init does).
 const (
 	helperEnv = "NSBOX_SECCOMP_HELPER" // "probe" or "exec"
 	bpfEnv    = "NSBOX_SECCOMP_BPF"    // file holding Program.Raw
@@ -57,7 +59,7 @@ func helperChild(mode string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl PR_SET_NO_NEW_PRIVS: %w", err)
 	}
-	if err := Install(raw); err != nil {
+	if err := load.Install(raw); err != nil {
 		return err
 	}
 	// Nothing risky is called unless the filter is proven in place. (Read
