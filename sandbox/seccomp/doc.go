@@ -23,7 +23,7 @@
 //     for itself (docs/benchmarks.md). Errors name the profile file, the
 //     line and the culprit. On an architecture without goldens a built-in
 //     profile is compiled like a user's: slower, never unfiltered.
-//   - Only the raw sock_filter array crosses into the init. Install (the
+//   - Only the raw sock_filter array crosses into the init. load.Install (the
 //     load package) loads it with one seccomp(2) system call through
 //     golang.org/x/sys/unix: pure Go, no cgo, no parser and no library
 //     between no_new_privs and execve.
@@ -65,11 +65,11 @@
 // numbers) kills the process (SECCOMP_RET_KILL_PROCESS): CPython never does
 // it, so it can only be an attempt to reach syscall numbers the profile did
 // not consider, and a dead process with SIGSYS is a verdict the supervisor
-// can report. Install sets no filter flag: not TSYNC (see Install) and never
+// can report. load.Install sets no filter flag: not TSYNC (see there) and never
 // SPEC_ALLOW, which would turn off the kernel's speculative store bypass
 // mitigation for the sandbox.
 //
-// WARNING: the init must call Install on the thread that calls execve, after
+// WARNING: the init must call load.Install on the thread that calls execve, after
 // PR_SET_NO_NEW_PRIVS. After any change here, regenerate the goldens and
 // run as root:
 //
