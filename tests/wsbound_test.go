@@ -178,6 +178,9 @@ func workspaceCases(t *testing.T) []workspaceCase {
 		if name != "permissive" {
 			pol = osOnly(t, name)
 		}
+		// A loaded host must not turn a slow fill into a timeout (strict
+		// has 10 s): a minute, the attack's own bound.
+		pol = withMinute(t, pol)
 		fileSize := int64(p.Limits.FileSize)
 		cases = append(cases, workspaceCase{name: name, policy: pol,
 			size: int64(p.Limits.WorkspaceSize), inodes: p.Limits.WorkspaceInodes,
@@ -255,6 +258,18 @@ func TestWorkspaceBounded(t *testing.T) {
 	}
 }
 
+// withMinute writes a policy extending pol (a built-in name or a path)
+// with a one-minute wall clock and CPU time, and returns its path.
+func withMinute(t *testing.T, pol string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "minute.toml")
+	src := fmt.Sprintf("extends = %q\n[limits]\ntimeout = \"60s\"\ncpu_time = \"60s\"\n", pol)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // shmem is the host's Shmem from /proc/meminfo (every tmpfs page), in
 // bytes.
 func shmem(t *testing.T) int64 {
@@ -289,12 +304,7 @@ func TestWorkspaceGoesWithKilledSupervisor(t *testing.T) {
 		}
 	}
 	state := t.TempDir()
-	// strict's 10 s timeout would end a run slowed by a loaded host
-	// before it filled: this one has a minute, and the kill ends it.
-	pol := filepath.Join(t.TempDir(), "strict-minute.toml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf("extends = %q\n[limits]\ntimeout = \"60s\"\ncpu_time = \"60s\"\n", c.policy)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := c.policy // a minute (workspaceCases): the kill ends it
 	mountsBefore := hostMounts(t)
 	before := shmem(t)
 	var full int64
