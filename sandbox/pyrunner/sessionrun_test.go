@@ -1,13 +1,16 @@
 package pyrunner
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -568,4 +571,80 @@ func mustConfigJSON(t *testing.T, c Config) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// datasciSite returns the site-packages of a built datasci root (make
+// datasci), whose packages are built for the host's python3.11, or skips.
+func datasciSite(t *testing.T) string {
+	t.Helper()
+	roots := os.Getenv("NSBOX_ROOTS_DIR")
+	if roots == "" {
+		roots = "/var/lib/nsbox/roots"
+	}
+	site := filepath.Join(roots, "datasci", "venv", "lib", "python3.11", "site-packages")
+	if _, err := os.Stat(filepath.Join(site, "pandas")); err != nil {
+		t.Skipf("no datasci root's packages (make datasci): %v", err)
+	}
+	return site
+}
+
+// TestSessionDatasci: a DataFrame displays as HTML and text, a real
+// matplotlib figure as a PNG that decodes, under the datasci policy's
+// Python layer, with the datasci root's packages on the host's python.
+func TestSessionDatasci(t *testing.T) {
+	site := datasciSite(t)
+	cfg := Config{Allow: DatasciAllow, DenyBuiltins: []string{"open"}, DenyEvents: DefaultDenyEvents,
+		Outputs: true, Preload: []string{"numpy", "pandas", "matplotlib.pyplot"}}
+	s := startSession(t, cfg, "", "PYTHONPATH="+site, "MPLBACKEND=Agg", "OMP_NUM_THREADS=1")
+	wantStatus(t, s.run("import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(1000), 'b': np.arange(1000) * 2.0})"), CellOK)
+	c := s.run("df.describe()")
+	if c.Status != CellOK || len(c.Outputs) != 2 || c.Outputs[0].Type != "text/html" ||
+		!strings.Contains(c.Outputs[0].Data, "<table") || c.Outputs[1].Type != "text/plain" ||
+		!strings.Contains(c.Outputs[1].Data, "count  1000.000000") {
+		t.Fatalf("describe: %s", c)
+	}
+	c = s.run("import matplotlib.pyplot as plt\nplt.plot(df.a, df.b)\nplt.title('x')\nplt.show()\n")
+	if c.Status != CellOK || len(c.Outputs) != 1 || c.Outputs[0].Type != "image/png" {
+		t.Fatalf("figure: %s", c)
+	}
+	pngData, err := base64.StdEncoding.DecodeString(c.Outputs[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(bytes.NewReader(pngData)); err != nil {
+		t.Errorf("the figure is not a PNG: %v", err)
+	}
+	if c := s.run("len(plt.get_fignums())"); c.Status != CellOK || c.Outputs[0].Data != "0" {
+		t.Errorf("figures left open: %s", c)
+	}
+	// Preloading changes nothing the guard checks: a denied event is
+	// still refused, an unlisted module still not imported.
+	c = s.run("import os\nos.system('true')")
+	if c.Status != CellError || len(c.violations) != 1 || c.violations[0].Name != "os.system" {
+		t.Errorf("denied event: %s", c)
+	}
+	c = s.run("import subprocess")
+	if c.Status != CellPolicyViolation {
+		t.Errorf("denied import: %s", c)
+	}
+}
+
+// TestSessionCellTimes logs how long a df.describe() cell with its
+// displays takes in a warm session: the runner's share of a session
+// cell (no sandbox, no supervisor). -v shows the figures.
+func TestSessionCellTimes(t *testing.T) {
+	site := datasciSite(t)
+	cfg := Config{Allow: DatasciAllow, DenyBuiltins: []string{"open"}, DenyEvents: DefaultDenyEvents,
+		Outputs: true, Preload: []string{"numpy", "pandas"}}
+	s := startSession(t, cfg, "", "PYTHONPATH="+site, "OMP_NUM_THREADS=1")
+	wantStatus(t, s.run("import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(1000), 'b': np.arange(1000) * 2.0})"), CellOK)
+	var times []time.Duration
+	for range 50 {
+		start := time.Now()
+		wantStatus(t, s.run("df.describe()"), CellOK)
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	t.Logf("df.describe() cell, %d runs: p50 %v, p90 %v, max %v", len(times), times[len(times)/2],
+		times[len(times)*9/10], times[len(times)-1])
 }
