@@ -347,38 +347,40 @@ func TestSessionErrors(t *testing.T) {
 	wantStatus(t, s.run("print('still here')"), CellOK)
 }
 
+// waitStdout waits until the session's stdout holds text.
+func (s *liveSession) waitStdout(text string) {
+	s.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(s.stdout.Name()); strings.Contains(string(b), text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no %q on stdout\n%s", text, s.output())
+		}
+	}
+}
+
 func TestSessionInterrupt(t *testing.T) {
 	s := startSession(t, laxConfig(), "")
-	n := s.send("import time\nprint('looping', flush=True)\nwhile True:\n    time.sleep(0.01)\n")
-	// Wait until the loop runs: its line is on stdout.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(s.stdout.Name()); strings.Contains(string(b), "looping") {
-			break
+	// Twice: the second cell runs with Python's default handler again.
+	for i := range 2 {
+		mark := fmt.Sprintf("looping %d", i)
+		n := s.send(fmt.Sprintf("import time\nprint(%q, flush=True)\nwhile True:\n    time.sleep(0.01)\n", mark))
+		s.waitStdout(mark)
+		s.interrupt()
+		c := s.collect(n)
+		if c.Status != CellInterrupted || !strings.Contains(c.stderr, "KeyboardInterrupt") || c.Exception != nil {
+			t.Fatalf("interrupted cell: %s", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the loop never started\n%s", s.output())
-		}
+		// A SIGINT between cells is ignored; the next cell runs.
+		s.interrupt()
+		time.Sleep(100 * time.Millisecond)
+		wantStatus(t, s.run("print('after')"), CellOK)
 	}
-	s.interrupt()
-	c := s.collect(n)
-	if c.Status != CellInterrupted || !strings.Contains(c.stderr, "KeyboardInterrupt") || c.Exception != nil {
-		t.Fatalf("interrupted cell: %s", c)
-	}
-	// A SIGINT between cells is ignored; the next cell runs.
-	s.interrupt()
-	time.Sleep(100 * time.Millisecond)
-	wantStatus(t, s.run("print('after')"), CellOK)
 	// A program that ignores SIGINT keeps its choice across cells.
 	wantStatus(t, s.run("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)"), CellOK)
-	n = s.send("print('ignoring', flush=True)\ntime.sleep(1)\nprint('slept')")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(s.stdout.Name()); strings.Contains(string(b), "ignoring") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cell never started\n%s", s.output())
-		}
-	}
+	n := s.send("print('ignoring', flush=True)\ntime.sleep(1)\nprint('slept')")
+	s.waitStdout("ignoring")
 	s.interrupt()
 	if c := s.collect(n); c.Status != CellOK || !strings.HasSuffix(c.stdout, "slept\n") {
 		t.Errorf("SIG_IGN cell: %s", c)
