@@ -1589,9 +1589,13 @@ def _format_exception(exc):
 gadgets, the audit hook (guard.py, invariants 4, 5 and 7). A run arms it
 right before its program; a session once, before its first cell."""
 
-# The function _as_program calls through (bound.py): compiled here, before
-# the hook, into _PG, so its frames run with the program's builtins.
-PROGRAM_CALL = "def call(f, /, *args, **kwargs):\n    return f(*args, **kwargs)\n"
+
+
+def _program_call(f, /, *args, **kwargs):
+    """The code of the function _as_program calls through (bound.py): _arm
+    makes a function of it with _PG as globals, so that its frames run
+    with the program's builtins (no compile at start-up)."""
+    return f(*args, **kwargs)
 
 
 def _arm(cfg, report, lines):
@@ -1615,7 +1619,7 @@ def _arm(cfg, report, lines):
         {"object.__getattr__"} if cfg.strict else set())
     _State.ub = _user_builtins(cfg)
     _PG["__builtins__"] = _State.ub
-    exec(compile(PROGRAM_CALL, "<nsbox>", "exec", dont_inherit=True), _PG)
+    _PG["call"] = type(_program_call)(_program_call.__code__, _PG, "call")
 
     # The program's module: its own builtins; registered as __main__, where
     # pickle, dataclasses and typing look the program up.

@@ -335,7 +335,7 @@ func TestSessionErrors(t *testing.T) {
 		t.Errorf("display error: %s", c)
 	}
 	assertNoRunnerFrames(t, c.stderr)
-	if strings.Contains(c.Exception.Traceback, "<nsbox>") {
+	if strings.Contains(c.Exception.Traceback, "_program_call") || strings.Contains(c.Exception.Traceback, SourceName) {
 		t.Errorf("traceback shows the runner's program-side frame:\n%s", c.Exception.Traceback)
 	}
 	// A huge exception message is clipped to what the report line allows.
@@ -400,6 +400,11 @@ func TestSessionViolations(t *testing.T) {
 		t.Fatalf("static violation: %s", c)
 	}
 	wantStatus(t, s.run("import json\nprint(json.dumps([1]))"), CellOK)
+	// A module view displays without tripping the attribute rules.
+	c = s.run("json")
+	if c.Status != CellOK || len(c.violations) != 0 || len(c.Outputs) != 1 || !strings.HasPrefix(c.Outputs[0].Data, "<module 'json'") {
+		t.Errorf("a module as the value: %s", c)
+	}
 	// Runtime violations, de-duplicated and capped per cell: the same one
 	// in the next cell is reported again.
 	for i := 0; i < 2; i++ {
@@ -536,6 +541,12 @@ func TestRunOutputs(t *testing.T) {
 	if r.exit != 0 || r.report.Outputs != nil || strings.Contains(r.raw, "outputs") {
 		t.Errorf("%s", r)
 	}
+	// Display code is the program's: its exception fails the run.
+	r = runProgram(t, Config{Mode: ModeRun, Outputs: true}, "class R:\n    def __repr__(self):\n        return 1/0\nR()\n", "")
+	if r.exit != 1 || r.report.Outputs != nil || !strings.Contains(r.stderr, "ZeroDivisionError") {
+		t.Errorf("%s", r)
+	}
+	assertNoRunnerFrames(t, r.stderr)
 	// The program failed: no outputs line.
 	r = runProgram(t, Config{Mode: ModeRun, Outputs: true}, "1/0\n", "")
 	if r.exit != 1 || r.report.Outputs != nil {
