@@ -233,11 +233,15 @@
 //     Python has no audit event for it. The allowlists keep importlib out of
 //     strict.
 //   - A program's callable that is not Python code (functools.partial of
-//     a builtin, a builtin as a method) runs as its caller: called by a
-//     library (json's object_hook, traceback printing to a sys.stderr the
-//     program replaced), its events are taken for the library's. The
-//     runner never calls the program's objects from its own frames
-//     (invariant 7).
+//     a builtin, a builtin as a method or as __del__) runs as whatever
+//     frame is current: called by a library (json's object_hook, traceback
+//     printing to a sys.stderr the program replaced), or by the garbage
+//     collector while the runner's own code runs (checking the next cell),
+//     its events are taken for that frame's, and exec or eval in it gets
+//     that frame's globals. Under strict no such callable runs code (exec,
+//     eval and compile are denied); without strict, frames reach the
+//     runner's globals anyway (the first limit). The runner never calls
+//     the program's objects from its own frames (invariant 7).
 //
 // The runner's invariants, and what breaks if one goes, open runner/guard.py.
 // The tests in this package run the real /usr/bin/python3.11 on the host
