@@ -6,6 +6,11 @@ import posix
 from .bound import _write
 from .config import _fail
 
+# The most each field of a cell's exception takes in a report line, in
+# encoded bytes: Go's line bound leaves room for this much (session.go's
+# maxExceptionField, which a Go test keeps equal).
+EXCEPTION_MAX = 64 << 10
+
 _ESC = {i: "\\u%04x" % i for i in (*range(32), 0x7f)}
 _ESC.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n",
              ord("\r"): "\\r", ord("\t"): "\\t", ord("\b"): "\\b",
@@ -49,14 +54,26 @@ class _Report:
         text = ",".join(
             _esc(k) + ":" + (_esc(v) if isinstance(v, str) else str(int(v)))
             for k, v in pairs)
+        self.send("{" + text + "}")
+
+    def send(self, text):
+        """Write one line, text (ASCII JSON), whole: a write a signal
+        interrupts part way is resumed where it stopped."""
+        data = memoryview((text + "\n").encode("ascii"))
         try:
-            _write(self.fd, ("{" + text + "}\n").encode("ascii"))
+            while data:
+                data = data[_write(self.fd, data):]
         except OSError:
             pass  # telemetry: a closed reader must not break the program
 
     def violation(self, kind, name, line, col, detail):
         self.line((("kind", kind), ("name", name), ("line", line),
                    ("col", col), ("detail", detail)))
+
+    def restart(self):
+        """A new cell: its runtime lines are de-duplicated and capped anew."""
+        self.seen = set()
+        self.runtime = 0
 
     def full(self):
         """Whether the runtime lines reached the cap."""
