@@ -15,10 +15,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/sandbox/initproc"
+	"github.com/nsbox/nsbox/sandbox/job"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// The run's own package records the version in audit rows and in the base
+// root it builds.
+func init() { job.Version = version }
 
 func main() {
 	// The init's exact command line skips the cli App: it need not build

@@ -88,6 +88,7 @@ type Result struct {
 	Sandbox         *Sandbox      `json:"sandbox"`          // protections that were active; nil if no sandbox was started
 	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
 	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
+	Files           []File        `json:"files,omitzero"`   // the workspace's regular files after the run, when the caller asked; [] when none
 	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
 
 	// The captured bytes given to SetStdout and SetStderr, nil when none:
@@ -103,6 +104,12 @@ type Violation struct {
 	Line   int    `json:"line"`   // 1-based line in the program; 0 when unknown
 	Col    int    `json:"col"`    // 0-based column as Python's ast reports it; 0 when unknown
 	Detail string `json:"detail"` // human text: what was refused and why
+}
+
+// File is one regular file of a fresh workspace after the run.
+type File struct {
+	Path string `json:"path"` // relative to /workspace
+	Size int64  `json:"size"` // bytes
 }
 
 // Phase is one step of a run and its wall-clock time (--trace-phases).
