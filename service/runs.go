@@ -94,6 +94,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := runContext(r.Context(), s.stop)
 	defer cancel()
 	out := job.Run(ctx, jr)
+	s.log.Printf("run %s: %s (policy %s)", out.Result.ID, out.Result.Status, name)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = out.Result.WriteJSON(w) // the client went away: the row has the run

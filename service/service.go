@@ -151,8 +151,9 @@ func New(cfg Config) (*Server, error) {
 		Handler: s.Handler(),
 		// A client that sends its headers slowly must not hold a
 		// connection forever; bodies are bounded by MaxBody and read
-		// within ReadTimeout. Responses have no write timeout: a run
-		// takes as long as its timeout allows.
+		// within ReadTimeout (net/http lifts it once the body is read:
+		// it does not bound the run). Responses have no write timeout:
+		// a run takes as long as its timeout allows.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute,
 		IdleTimeout:       2 * time.Minute,

@@ -525,3 +525,46 @@ func TestServeKilled(t *testing.T) {
 	s2.stopAndWait(t)
 	s2.nothingLeft(t)
 }
+
+// TestServeClientGone: a client that closes its connection while its run
+// is in flight stops the run (killed, the reason says why), and the row
+// is finished; the service goes on.
+func TestServeClientGone(t *testing.T) {
+	needRoot(t)
+	s := startServe(t, "")
+	s.ready(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/runs", strings.NewReader(`{"code":"import time\ntime.sleep(20)"}`))
+		if resp, err := s.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sandboxProcesses(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(sandboxProcesses(t)) == 0 {
+		t.Fatal("the run never started")
+	}
+	start := time.Now()
+	cancel()
+	<-done
+	var rows []map[string]any
+	for time.Now().Before(start.Add(5 * time.Second)) {
+		if rows = auditRows(t, s.db); len(rows) == 1 && rows[0]["end"] != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(rows) != 1 || rows[0]["status"] != "killed" || !strings.Contains(fmt.Sprint(rows[0]["reason"]), "client went away") {
+		t.Errorf("audit rows %v, want the run killed because its client went away", rows)
+	}
+	if _, r, body := s.run(t, map[string]any{"code": "print(1)"}); r == nil || r.Status != result.StatusOK {
+		t.Errorf("a run after: %s", body)
+	}
+	s.stopAndWait(t)
+	s.nothingLeft(t)
+}
