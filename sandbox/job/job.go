@@ -187,7 +187,6 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 			sb.Execute(ctx, code)
 			if req.CollectFiles {
 				files, filesErr = collectFiles(sb)
-				tr.Mark("list files")
 			}
 		}
 	}
