@@ -13,9 +13,10 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # initialisers every start-up would pay for.
 TAGS    := netgo,osusergo,sqlite_omit_load_extension,urfave_cli_no_docs
 # Everything compiled or embedded into the binary (go:embed: the policies,
-# the seccomp profiles, the Python runner), and this file for TAGS.
+# the seccomp profiles, the Python runner, the API document), and this file for TAGS.
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum Makefile \
-	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) $(wildcard seccomp-profiles/*.bpf) sandbox/pyrunner/runner.py
+	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) $(wildcard seccomp-profiles/*.bpf) sandbox/pyrunner/runner.py \
+	docs/api/openapi.json
 
 .PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci
 

@@ -8,6 +8,7 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/opencontainers/cgroups v0.1.0
 	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/seccomp/libseccomp-golang v0.11.1
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/net v0.62.0
@@ -24,5 +25,6 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
@@ -107,7 +108,7 @@ func check(pol *policies.Policy, code []byte, file string) (*result.Result, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
+	if err := job.EnsureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
 		return nil, result.StepError("rootfs", err)
 	}
 	out := supervisor.Run(context.Background(), supervisor.Options{Plan: pl, StateDir: supervisor.StateDir()}, code)

@@ -35,6 +35,8 @@ var foreignFlags = map[string]string{
 	"unshare-all": "bwrap", "mount": "unshare",
 	// docs/sandbox.md compares the program's PID 1 with docker run's
 	"init": "docker run",
+	// docs/api.md talks to the service with curl
+	"unix-socket": "curl",
 }
 
 // cliModel is the command line as newApp builds it, hidden commands

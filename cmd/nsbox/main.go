@@ -2,7 +2,7 @@
 // mount, PID, network, IPC, UTS and cgroup namespaces, a read-only root,
 // no network) and reports what happened as a structured result.
 //
-// One file per command: run.go (nsbox run), check.go, doctor.go,
+// One file per command: run.go (nsbox run), serve.go, check.go, doctor.go,
 // rootfs.go, audit.go, and init.go and probe.go (the hidden commands the
 // supervisor and doctor re-execute this binary with). docs/cli.md is
 // generated from newApp (docs_test.go).
@@ -15,10 +15,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/sandbox/initproc"
+	"github.com/nsbox/nsbox/sandbox/job"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// The run's own package records the version in audit rows and in the base
+// root it builds.
+func init() { job.Version = version }
 
 func main() {
 	// The init's exact command line skips the cli App: it need not build
@@ -52,6 +57,7 @@ func newApp() *cli.App {
 			probeCommand(),
 			auditCommand(),
 			policyCommand(),
+			serveCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/internal/filekind"
-	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/job"
 )
 
 // programLimits bound reading the program: at most size bytes, and from
@@ -60,9 +60,7 @@ func readCode(c *cli.Context, lim programLimits) ([]byte, error) {
 }
 
 // tooBig is the refusal of a program over the limit.
-func tooBig(lim programLimits) error {
-	return fmt.Errorf("the program is larger than %s, the most the policy accepts (limits.program_size)", policies.Size(lim.size))
-}
+func tooBig(lim programLimits) error { return job.TooBig(lim.size) }
 
 // readBounded reads r to EOF, refusing more than lim.size bytes.
 func readBounded(r io.Reader, lim programLimits) ([]byte, error) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
-	"github.com/nsbox/nsbox/sandbox/plan"
+	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
@@ -63,22 +63,31 @@ func runCommand() *cli.Command {
 
 func runAction(c *cli.Context) error {
 	jsonOut := c.Bool("json")
-	start := time.Now()
-	r, lostOutput, err := prepareAndRun(c, jsonOut)
-	if err != nil {
-		// Refused: no sandbox was started. Still one result in --json,
-		// and still a row in the audit log when the log itself is fine.
-		if r == nil {
-			r = result.New(supervisor.NewID(), c.String("policy"))
-		}
-		r.Status = result.StatusSandboxError
-		r.Error = asSandboxError(err)
-		r.DurationMS = time.Since(start).Milliseconds()
-		if r.Error.Step != "audit" {
-			auditRefused(c.String("audit-db"), r, start)
-		}
+	tr := newTrace(c.Bool("trace-phases"))
+	ctx, stop := stopOnSignals()
+	defer stop()
+	req := job.Request{
+		PolicyName: c.String("policy"),
+		Workspace:  c.String("workspace"),
+		AuditDB:    c.String("audit-db"),
+		Log:        os.Stderr,
+		Trace:      tr,
+		// The program, bounded by the plan: no bigger than
+		// limits.program_size, and from standard input within the run's
+		// timeout.
+		ReadCode: func(size int64, wait time.Duration) ([]byte, error) {
+			return readCode(c, programLimits{size: size, wait: wait})
+		},
 	}
-	addHint(r.Error)
+	req.Flags, req.InputError = planFlags(c)
+	if req.InputError == nil {
+		req.Labels, req.InputError = job.ParseLabels(c.StringSlice("label"))
+	}
+	if !jsonOut {
+		req.Stdout, req.Stderr = os.Stdout, os.Stderr
+	}
+	out := job.Run(ctx, req)
+	r := out.Result
 	if jsonOut {
 		if werr := r.WriteJSON(os.Stdout); werr != nil {
 			return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
@@ -93,10 +102,10 @@ func runAction(c *cli.Context) error {
 		printPhases(r)
 	}
 	code := r.ProcessExitCode()
-	if lostOutput != nil && r.Status != result.StatusKilled {
+	if out.LostOutput != nil && r.Status != result.StatusKilled {
 		// The program ended before the loss could stop it: its status
 		// stands, but the caller did not get its output.
-		fmt.Fprintf(os.Stderr, "nsbox: %v\n", lostOutput)
+		fmt.Fprintf(os.Stderr, "nsbox: %v\n", out.LostOutput)
 		if code == 0 {
 			code = result.ExitSandboxError
 		}
@@ -119,37 +128,15 @@ func printPhases(r *result.Result) {
 	fmt.Fprintln(os.Stderr)
 }
 
-// addHint appends what the caller can do to an error whose cause is
-// theirs to fix: running out of descriptors (a low `ulimit -n`).
-func addHint(e *result.SandboxError) {
-	if e != nil && e.Errno == "EMFILE" {
-		e.Message += " (nsbox ran out of file descriptors: raise its open-file limit, e.g. `ulimit -n 1024`)"
-	}
-}
-
-// asSandboxError returns err as the result's step error; an error that
-// names no step is bad input.
-func asSandboxError(err error) *result.SandboxError {
-	return result.StepError("input", err)
-}
-
-// prepareAndRun does one run. It returns its result, why the program's
-// output did not reach the caller (plain mode; nil when it did), and an
-// error when the run was refused before a sandbox existed (the result,
-// when not nil, then has what was known).
-func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, err error) {
-	tr := newTrace(c.Bool("trace-phases"))
-	// SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the run (status killed)
-	// instead of killing nsbox: the sandbox is torn down and the result
-	// still reported. Set up
-	// first, before any other goroutine runs: the runtime starts its
-	// signal-handling thread here, which is quick only while a processor
-	// is free.
+// stopOnSignals returns the run's context: SIGINT, SIGTERM, SIGHUP and
+// SIGQUIT stop the run (status killed) instead of killing nsbox, so the
+// sandbox is torn down and the result still reported. Called first,
+// before any other goroutine runs: the runtime starts its signal-handling
+// thread here, which is quick only while a processor is free.
+func stopOnSignals() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	// A closed stdout or stderr must not kill nsbox mid-run (the row
 	// unfinished, the sandbox left to the next run's sweep): with SIGPIPE
 	// caught, a write to a closed pipe returns EPIPE, and the supervisor
@@ -161,90 +148,10 @@ func prepareAndRun(c *cli.Context, jsonOut bool) (r *result.Result, lostOutput, 
 			cancel(fmt.Errorf("stopped by %s", signalName(s)))
 		}
 	}()
-	pol, err := policies.Resolve(c.String("policy"))
-	if err != nil {
-		return nil, nil, result.StepError("policy", err)
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
 	}
-	flags, err := planFlags(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	labels, err := parseLabels(c.StringSlice("label"))
-	if err != nil {
-		return nil, nil, err
-	}
-	tr.Mark("policy and input")
-	// The plan: the policy narrowed by the flags, checked against what
-	// this host can enforce (fail closed). Nothing is created yet.
-	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
-	if err != nil {
-		return refused(pol, pl), nil, err
-	}
-	tr.Mark("plan")
-	// The program, bounded by the plan: no bigger than limits.program_size,
-	// and from standard input within the run's timeout.
-	code, err := readCode(c, programLimits{size: pl.ProgramSize, wait: pl.Timeout})
-	if err != nil {
-		return refused(pol, pl), nil, err
-	}
-	tr.Mark("read program")
-	// The base root is built on first use; "building the base root" goes
-	// to stderr, stdout stays the result's.
-	if err := ensureBase(context.Background(), pl.Root.Name, os.Stderr); err != nil {
-		return refused(pol, pl), nil, result.StepError("rootfs", err)
-	}
-	tr.Mark("root build")
-
-	// Every run is recorded: a run that cannot be is not started. The row
-	// is written while the supervisor builds the sandbox, and the program
-	// starts only once it is.
-	id := supervisor.NewID()
-	aud := beginAudit(audit.Path(c.String("audit-db")), id, pl.Policy, code, labels)
-	defer aud.close()
-
-	o := supervisor.Options{ID: id, Plan: pl, Workspace: c.String("workspace"), StateDir: supervisor.StateDir(), Trace: tr}
-	if !jsonOut {
-		o.Stdout, o.Stderr = os.Stdout, os.Stderr
-	}
-	tr.Mark("audit begin")
-	sb := supervisor.New(o)
-	if sb.Prepare() == nil {
-		auditErr := aud.wait()
-		tr.Mark("audit row")
-		if auditErr != nil {
-			sb.Abort(result.StepError("audit", auditErr))
-		} else {
-			sb.Execute(ctx, code)
-		}
-	}
-	out := sb.Finish()
-	r = out.Result
-	if err := aud.wait(); err != nil {
-		// The program did not run; when the run failed before the audit
-		// row was needed for another reason, say this too.
-		if r.Error == nil || r.Error.Step != "audit" {
-			fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (run %s is not recorded)\n", err, id)
-		}
-	} else if err := auditFinish(aud.db, aud.rec, r, out.Stats); err != nil {
-		// The run happened and its result stands; its row stays unfinished.
-		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (a later nsbox records run %s as killed: supervisor died)\n", err, id)
-	}
-	tr.Mark("audit finish")
-	aud.close() // the last connection checkpoints the WAL: fsyncs
-	tr.Mark("audit close")
-	r.Phases = tr.Phases()
-	return r, out.OutputError, nil
-}
-
-// refused is the result skeleton of a run refused once its policy was
-// read: the policy's name and, when the plan was made, the limits the run
-// would have had (without cgroup ones: no cgroup was made).
-func refused(pol *policies.Policy, pl *plan.Plan) *result.Result {
-	r := result.New(supervisor.NewID(), pol.Name)
-	if pl != nil {
-		r.Limits = pl.LimitsWithoutCgroup()
-	}
-	return r
 }
 
 // planFlags reads the flags that narrow the policy: --timeout and

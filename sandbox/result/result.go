@@ -88,6 +88,7 @@ type Result struct {
 	Sandbox         *Sandbox      `json:"sandbox"`          // protections that were active; nil if no sandbox was started
 	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
 	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
+	Files           []File        `json:"files,omitzero"`   // the workspace's regular files after the run, when the caller asked; [] when none
 	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
 
 	// Display outputs, when the runner was asked for them: a final
@@ -132,6 +133,12 @@ type Exception struct {
 	Name      string `json:"name"`      // the exception's class name, e.g. "ZeroDivisionError"
 	Value     string `json:"value"`     // str() of the exception
 	Traceback string `json:"traceback"` // as printed on stderr, without the runner's frames
+}
+
+// File is one regular file of a fresh workspace after the run.
+type File struct {
+	Path string `json:"path"` // relative to /workspace
+	Size int64  `json:"size"` // bytes
 }
 
 // Phase is one step of a run and its wall-clock time (--trace-phases).

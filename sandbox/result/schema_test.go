@@ -58,7 +58,7 @@ func jsonFields(t reflect.Type) (all, required []string) {
 		}
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		all = append(all, name)
-		if !slices.Contains(strings.Split(opts, ","), "omitempty") {
+		if o := strings.Split(opts, ","); !slices.Contains(o, "omitempty") && !slices.Contains(o, "omitzero") {
 			required = append(required, name)
 		}
 	}
@@ -150,6 +150,11 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	checkObject(t, "error", s.Properties["error"], reflect.TypeFor[SandboxError]())
 	checkObject(t, "limits", s.Properties["limits"], reflect.TypeFor[Limits]())
 	checkObject(t, "sandbox", s.Properties["sandbox"], reflect.TypeFor[Sandbox]())
+	if items := s.Properties["files"].Items; items == nil {
+		t.Error("schema files has no items")
+	} else {
+		checkObject(t, "files[]", *items, reflect.TypeFor[File]())
+	}
 	if items := s.Properties["violations"].Items; items == nil {
 		t.Error("schema violations has no items")
 	} else {

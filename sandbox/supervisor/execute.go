@@ -119,10 +119,9 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	usage := sb.conf.usage(r)
 	// Whether the program filled /workspace: its call failed with ENOSPC
 	// and the status stays what its exit says, so the result names the
-	// limit apart. Then the supervisor's hold on it goes: a fresh tmpfs
-	// is freed now, before the cgroup its pages are charged to.
+	// limit apart. The workspace stays until Finish, for the caller to
+	// read what the program left (Files).
 	r.LimitsReached = sb.ws.reached()
-	sb.ws.close()
 	tr.Mark("collect")
 
 	// How it ended. A stop (timeout, output cap, by hand) outranks what

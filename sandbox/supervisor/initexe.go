@@ -39,6 +39,36 @@ var initExe = sync.OnceValue(func() string {
 // initFile holds the opened stand-alone init; its finalizer must never run.
 var initFile *os.File
 
+// execAbove returns the path a child given files (its stdio and
+// ExtraFiles) execs the init through, and what to call once the child
+// exists. Before execve, Go's fork code dups descriptors in the child to
+// numbers from one past the highest of files upwards (forkAndExecInChild's
+// nextfd: its error pipe, then any file below its target number): the
+// init file must lie above all of them, or the child execs whatever was
+// dup'ed onto its number (a pipe: EACCES). initFDMin is above them for a
+// supervisor of one run; a process of many runs at once (nsbox serve)
+// holds descriptors past it, so the init file is then duplicated above
+// them for this one start.
+func execAbove(exe string, files []*os.File) (path string, release func(), err error) {
+	none := func() {}
+	if initFile == nil || exe != "/proc/self/fd/"+strconv.Itoa(int(initFile.Fd())) {
+		return exe, none, nil
+	}
+	highest := 0
+	for _, f := range files {
+		highest = max(highest, int(f.Fd()))
+	}
+	floor := highest + len(files) + 3
+	if int(initFile.Fd()) >= floor {
+		return exe, none, nil
+	}
+	fd, err := unix.FcntlInt(initFile.Fd(), unix.F_DUPFD_CLOEXEC, floor)
+	if err != nil {
+		return "", none, &os.PathError{Op: "dup above " + strconv.Itoa(floor), Path: initFile.Name(), Err: err}
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
+}
+
 // InitFile opens the stand-alone init beside the running binary (close-
 // on-exec, at a descriptor >= initFDMin), or says why it is not used. The
 // file must be a regular file owned by root and written by no one else,

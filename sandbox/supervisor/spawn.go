@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -183,6 +184,12 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 		return nil, err
 	}
 
+	exe, release, err := execAbove(exe, append(slices.Clone(childEnds), extra...))
+	if err != nil {
+		l.closeHostEnds()
+		return nil, err
+	}
+	defer release() // after Start: the child has its copy
 	l.cmd = &exec.Cmd{
 		Path:       exe,
 		Args:       initproc.Argv(fds.Sync, fds.Status),

@@ -32,6 +32,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -153,6 +154,11 @@ func (sb *Sandbox) Finish() Outcome {
 		sb.Abort(errors.New("the run was finished before its program started"))
 	}
 	sb.state = finished
+	// The supervisor's hold on /workspace goes first: a fresh tmpfs is
+	// freed before the cgroup its pages are charged to.
+	if sb.ws != nil {
+		sb.ws.close()
+	}
 	if err := sb.clean.run(); err != nil && sb.err == nil {
 		sb.fail("cleanup", err)
 	}
@@ -165,6 +171,20 @@ func (sb *Sandbox) Finish() Outcome {
 	}
 	r.DurationMS = (trace.Now() - sb.start) / 1e6
 	return Outcome{Result: r, Stats: sb.stats, OutputError: sb.lost}
+}
+
+// Files returns the API that reads and writes the sandbox's fresh
+// workspace from the host, from Prepare to Finish: a program's input
+// files before Execute, what it wrote after, or a live session's files.
+// A caller's own directory has none (Options.Workspace).
+func (sb *Sandbox) Files() (*Files, error) {
+	switch {
+	case sb.o.Workspace != "":
+		return nil, fmt.Errorf("%w: /workspace is the caller's directory %s", ErrNoFiles, sb.o.Workspace)
+	case sb.ws == nil:
+		return nil, fmt.Errorf("%w: the sandbox is not prepared", ErrNoFiles)
+	}
+	return sb.ws.files, nil
 }
 
 // NewID returns a random run id (24 hex digits).

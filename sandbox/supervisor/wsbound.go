@@ -23,6 +23,9 @@ type workspace struct {
 	// bytes and inodes bound the workspace, nil when nothing does (a
 	// caller's directory on a larger filesystem).
 	bytes, inodes *int64
+	// files reads and writes a fresh workspace from the host; nil for a
+	// caller's directory.
+	files *Files
 }
 
 // freshWorkspace makes /workspace a new tmpfs of w.Size bytes and
@@ -69,6 +72,7 @@ func freshWorkspace(w plan.Workspace, ids *runIDs) (*workspace, error) {
 		return nil, err
 	}
 	ws.bytes, ws.inodes = result.Int64(w.Size), result.Int64(w.Inodes)
+	ws.files = newFiles(ws.root, ids.Sandbox)
 	return ws, nil
 }
 
@@ -154,6 +158,9 @@ func (ws *workspace) reached() []string {
 // tmpfs is freed once the sandbox's copy is gone too. Closing twice is
 // harmless.
 func (ws *workspace) close() error {
+	if ws.files != nil {
+		ws.files.close() // waits for a call in progress on root
+	}
 	closeAll(ws.mnt, ws.root)
 	return nil
 }

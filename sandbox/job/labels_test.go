@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func TestParseLabels(t *testing.T) {
 		{[]string{"k=caf\xe9"}, "not valid UTF-8"},
 		{manyLabels(33), "at most 32 labels"},
 	} {
-		got, err := parseLabels(tc.flags)
+		got, err := ParseLabels(tc.flags)
 		switch {
 		case tc.bad == "" && err != nil:
 			t.Errorf("%q: %v", tc.flags, err)

@@ -1,14 +1,12 @@
-package main
+package job
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"strings"
+	"io"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/plan"
@@ -16,60 +14,16 @@ import (
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
-// labelKey reports whether k is what --label accepts as a key: 1-64
-// characters of A-Z a-z 0-9 _ . -. Checked by hand: the equivalent regexp,
-// compiled at start-up, was the largest package initialiser of every run
-// (the {1,64} unrolls into hundreds of allocations).
-func labelKey(k string) bool {
-	if len(k) == 0 || len(k) > 64 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		switch c := k[i]; {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// parseLabels reads repeated --label key=value flags. Whatever the audit
-// log could not store is refused here, as bad input, so that the refusal
-// is still recorded.
-func parseLabels(flags []string) (map[string]string, error) {
-	if len(flags) > audit.MaxLabels {
-		return nil, fmt.Errorf("--label given %d times: at most %d labels per run", len(flags), audit.MaxLabels)
-	}
-	labels := map[string]string{}
-	for _, f := range flags {
-		k, v, ok := strings.Cut(f, "=")
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("--label %q: want key=value", f)
-		case !labelKey(k):
-			return nil, fmt.Errorf("--label %q: the key must be 1-64 characters of A-Z a-z 0-9 _ . -", f)
-		case len(v) > audit.MaxLabelValueBytes:
-			return nil, fmt.Errorf("--label %q: the value is longer than %d bytes", k, audit.MaxLabelValueBytes)
-		case !utf8.ValidString(v):
-			return nil, fmt.Errorf("--label %q: the value is not valid UTF-8", k)
-		}
-		if _, dup := labels[k]; dup {
-			return nil, fmt.Errorf("--label %q: key given twice", k)
-		}
-		labels[k] = v
-	}
-	return labels, nil
-}
-
 // maxStoredCode is the largest program whose text a row keeps (with
 // audit.store_code); a larger one keeps only its hash. Policies may accept
 // bigger programs (limits.program_size), and a row should not grow with
 // them.
 const maxStoredCode = 256 << 10
 
-// pendingAudit is a run's audit row being begun in the background.
-type pendingAudit struct {
+// Row is one run's audit row, begun in the background: the run (or the
+// session's cell) that owns it calls Wait before its program starts,
+// Finish once it has a result, and Close last.
+type Row struct {
 	done   chan struct{} // the row is written, or failed to be
 	reaped chan struct{} // and other runs' orphaned rows are finished
 	db     *audit.DB
@@ -82,16 +36,17 @@ type pendingAudit struct {
 // audit.ReapInRun.
 const reapInRunDeadline = time.Second
 
-// beginAudit opens the log at path and records the run as unfinished, in
-// the background; wait returns the outcome. Then, still in the background
-// while the sandbox is built and the program runs, it finishes rows whose
-// supervisor died (audit.ReapInRun of them at most), so that the log
-// catches up with the supervisors killed since the last run.
-func beginAudit(path, id string, pol plan.Policy, code []byte, labels map[string]string) *pendingAudit {
-	a := &pendingAudit{done: make(chan struct{}), reaped: make(chan struct{})}
+// BeginRow opens the log at path (audit.Path's default when "") and
+// records run id as unfinished, in the background; Wait returns the
+// outcome. Then, still in the background while the sandbox is built and
+// the program runs, it finishes rows whose supervisor died (audit.ReapInRun
+// of them at most), so that the log catches up with the supervisors killed
+// since the last run.
+func BeginRow(path, id string, pol plan.Policy, code []byte, labels map[string]string) *Row {
+	a := &Row{done: make(chan struct{}), reaped: make(chan struct{})}
 	go func() {
 		defer close(a.reaped)
-		if !a.begin(path, id, pol, code, labels) {
+		if !a.begin(audit.Path(path), id, pol, code, labels) {
 			return
 		}
 		reapOrphans(a.db, audit.ReapInRun, reapInRunDeadline)
@@ -99,7 +54,7 @@ func beginAudit(path, id string, pol plan.Policy, code []byte, labels map[string
 	return a
 }
 
-func (a *pendingAudit) begin(path, id string, pol plan.Policy, code []byte, labels map[string]string) bool {
+func (a *Row) begin(path, id string, pol plan.Policy, code []byte, labels map[string]string) bool {
 	defer close(a.done)
 	db, err := audit.Open(path)
 	if err != nil {
@@ -120,16 +75,25 @@ func reapOrphans(db *audit.DB, lim audit.ReapLimits, deadline time.Duration) {
 	_, _ = db.Reap(ctx, lim)
 }
 
-// wait blocks until the row is written (or failed to be); it may be
+// Wait blocks until the row is written (or failed to be); it may be
 // called any number of times.
-func (a *pendingAudit) wait() error {
+func (a *Row) Wait() error {
 	<-a.done
 	return a.err
 }
 
-// close closes the log once the background work is done; again, it does
-// nothing.
-func (a *pendingAudit) close() {
+// Finish completes the row from the result and the run's stats. The row
+// must have been written (Wait returned nil).
+func (a *Row) Finish(r *result.Result, st supervisor.Stats) error {
+	if err := a.Wait(); err != nil {
+		return err
+	}
+	return auditFinish(a.db, a.rec, r, st)
+}
+
+// Close closes the log once the background work is done; again, it does
+// nothing. The last connection checkpoints the WAL: it fsyncs.
+func (a *Row) Close() {
 	<-a.done
 	<-a.reaped
 	if a.db != nil {
@@ -144,7 +108,7 @@ func auditBegin(db *audit.DB, id string, pol plan.Policy, code []byte, labels ma
 	sum := sha256.Sum256(code)
 	rec := &audit.Run{
 		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
-		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: version,
+		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: Version,
 	}
 	// The text is kept up to maxStoredCode; the hash always covers the
 	// whole program.
@@ -174,21 +138,21 @@ func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.S
 	return db.Finish(rec)
 }
 
-// auditRefused records a run refused before it started (a bad policy,
-// flag or program) as a finished sandbox_error row, so the log shows every
-// nsbox run attempt, not only the ones that got a sandbox. Failing to
-// record it is reported on stderr: the refusal itself stands.
-func auditRefused(flag string, r *result.Result, start time.Time) {
-	db, err := audit.Open(audit.Path(flag))
+// RecordRefused records a run refused before it started (a bad policy,
+// flag or program) as a finished sandbox_error row in the log at path, so
+// the log shows every run attempt, not only the ones that got a sandbox.
+// Failing to record it is reported on log: the refusal itself stands.
+func RecordRefused(path string, r *result.Result, start time.Time, log io.Writer) {
+	db, err := audit.Open(audit.Path(path))
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
+		fmt.Fprintf(log, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
 		return
 	}
 	defer db.Close()
 	rec := &audit.Run{ID: r.ID, Start: start, End: time.Now(), DurationMS: r.DurationMS,
-		Policy: r.Policy, Status: string(r.Status), Reason: auditReason(r), NsboxVersion: version}
+		Policy: r.Policy, Status: string(r.Status), Reason: auditReason(r), NsboxVersion: Version}
 	if err := db.Finish(rec); err != nil {
-		fmt.Fprintf(os.Stderr, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
+		fmt.Fprintf(log, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
 	}
 	reapOrphans(db, audit.ReapInRun, reapInRunDeadline)
 }

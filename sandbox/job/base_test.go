@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestBaseBuiltOnceOnFirstUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var log strings.Builder
-			err := ensureBase(context.Background(), "base", &log)
+			err := EnsureBase(context.Background(), "base", &log)
 			var r *roots.Root
 			if err == nil {
 				r, err = roots.Open("base", false)

@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"github.com/nsbox/nsbox/sandbox/roots"
 )
 
-// ensureBase builds the built-in base root before a run that needs it,
+// EnsureBase builds the built-in base root before a run that needs it,
 // when it is missing or holds another nsbox's runner, and says so on log:
 // the one place a run builds anything. Concurrent first runs build it
 // once (a lock in the roots directory). Other roots are never built here:
 // opening them reports how to build them.
-func ensureBase(ctx context.Context, name string, log io.Writer) error {
+func EnsureBase(ctx context.Context, name string, log io.Writer) error {
 	if name != "base" || baseReady() {
 		return nil
 	}
@@ -45,7 +45,7 @@ func ensureBase(ctx context.Context, name string, log io.Writer) error {
 		why = "its Python runner is from another nsbox version"
 	}
 	fmt.Fprintf(log, "nsbox: building the base root (%s) from %s into %s\n", why, roots.BasePython, dir)
-	_, err = build.Build(ctx, build.Options{Python: roots.BasePython, Out: dir, Version: version, Progress: build.NewQuietReporter()})
+	_, err = build.Build(ctx, build.Options{Python: roots.BasePython, Out: dir, Version: Version, Progress: build.NewQuietReporter()})
 	if err != nil {
 		return fmt.Errorf("build base root into %s: %w", dir, err)
 	}

@@ -1,0 +1,277 @@
+// Package service is nsbox serve: a versioned JSON API over HTTP, on a
+// Unix socket or on TCP with a bearer token, for callers that drive nsbox
+// as a service rather than a command. Each run it serves is a job.Run,
+// exactly as `nsbox run` does it: the same steps, the same audit row, the
+// same result object.
+//
+// The API is described by docs/api/openapi.json, which the server serves
+// at /v1/openapi.json; a test keeps the document, the routes below and
+// the responses in step. The limits are the Config's: a request past one
+// is answered 413 or 429 with a JSON error, never by failing the service.
+//
+// The server uses the standard library's net/http alone. Shutdown drains:
+// the listener closes, runs in flight finish (or reach their timeout),
+// then it returns; Stop, after it, ends the runs still going (status
+// killed).
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	apidoc "github.com/nsbox/nsbox/docs/api"
+	"github.com/nsbox/nsbox/policies"
+)
+
+// Defaults of the limits (documented in docs/api.md and the flags' help).
+const (
+	DefaultMaxBody           = 32 << 20 // bytes of one request body, files included (base64)
+	DefaultMaxConcurrentRuns = 8        // runs at once; past it, 429
+)
+
+// Config is what one server serves and how much.
+type Config struct {
+	// Policies are the policies clients may name, by the name they use
+	// (a built-in's name, or a policy file's path as the operator listed
+	// it). A request for another is refused (403).
+	Policies map[string]*policies.Policy
+	// MaxBody bounds a request body in bytes (413 past it);
+	// MaxConcurrentRuns the runs at once (429 past it).
+	MaxBody           int64
+	MaxConcurrentRuns int
+	// Token, when set, is the bearer token every request must carry
+	// (Authorization: Bearer TOKEN); unset, the socket's permissions are
+	// the access control.
+	Token []byte
+	// AuditDB is the audit log's path ("" for audit.Path's default).
+	AuditDB string
+	// Log receives one line per request and nsbox's own messages about
+	// runs; nil discards them.
+	Log io.Writer
+	// Version is reported by /v1/health.
+	Version string
+}
+
+// Server serves the API. Make it with New.
+type Server struct {
+	cfg     Config
+	runs    chan struct{} // a slot per run in flight
+	active  atomic.Int64  // runs in flight
+	log     *log.Logger
+	http    *http.Server
+	mux     *http.ServeMux
+	stop    context.Context // cancelled by Stop: runs still going are killed
+	cancel  context.CancelCauseFunc
+	token   [sha256.Size]byte
+	started time.Time
+}
+
+// route is one endpoint: a method on a path, as docs/api/openapi.json
+// lists it.
+type route struct {
+	method, path string
+	handle       func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// routes are every endpoint the server has; the OpenAPI document lists
+// exactly these (a test checks).
+var routes = []route{
+	{http.MethodPost, "/v1/runs", (*Server).postRun},
+	{http.MethodGet, "/v1/health", (*Server).getHealth},
+	{http.MethodGet, "/v1/openapi.json", (*Server).getOpenAPI},
+}
+
+// New returns a server for cfg, with the defaults of unset limits.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Policies) == 0 {
+		return nil, errors.New("no policy to serve")
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxConcurrentRuns == 0 {
+		cfg.MaxConcurrentRuns = DefaultMaxConcurrentRuns
+	}
+	if cfg.MaxBody < 0 || cfg.MaxConcurrentRuns < 0 {
+		return nil, fmt.Errorf("limits must be positive (max body %d, max concurrent runs %d)", cfg.MaxBody, cfg.MaxConcurrentRuns)
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	s := &Server{
+		cfg:     cfg,
+		runs:    make(chan struct{}, cfg.MaxConcurrentRuns),
+		log:     log.New(cfg.Log, "nsbox serve: ", log.LstdFlags|log.Lmsgprefix),
+		mux:     http.NewServeMux(),
+		started: time.Now(),
+	}
+	s.stop, s.cancel = context.WithCancelCause(context.Background())
+	if cfg.Token != nil {
+		s.token = sha256.Sum256(cfg.Token)
+	}
+	// One handler per path, which answers a method it does not have
+	// with a JSON 405 (the mux's own would be text); anything else is a
+	// JSON 404.
+	byPath := map[string][]route{}
+	for _, rt := range routes {
+		byPath[rt.path] = append(byPath[rt.path], rt)
+	}
+	for p, rts := range byPath {
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			for _, rt := range rts {
+				if r.Method == rt.method {
+					rt.handle(s, w, r)
+					return
+				}
+			}
+			var allow []string
+			for _, rt := range rts {
+				allow = append(allow, rt.method)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: allowed: %s", r.Method, p, strings.Join(allow, ", ")))
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s (see /v1/openapi.json)", r.URL.Path))
+	})
+	s.http = &http.Server{
+		Handler: s.Handler(),
+		// A client that sends its headers slowly must not hold a
+		// connection forever; bodies are bounded by MaxBody and read
+		// within ReadTimeout (net/http lifts it once the body is read:
+		// it does not bound the run). Responses have no write timeout:
+		// a run takes as long as its timeout allows.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          s.log,
+	}
+	return s, nil
+}
+
+// Handler is the API with authentication and the request log, for Serve
+// or a test server.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if s.cfg.Token != nil && !s.authorized(r) {
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="nsbox"`)
+			writeError(rec, http.StatusUnauthorized, "unauthorized", "this service needs Authorization: Bearer TOKEN")
+		} else {
+			s.mux.ServeHTTP(rec, r)
+		}
+		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// authorized reports whether r carries the token. Both sides are hashed
+// first, so the comparison takes the same time whatever the length of
+// what the client sent.
+func (s *Server) authorized(r *http.Request) bool {
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(v))
+	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
+}
+
+// Serve serves the API on ln until Shutdown; it returns nil then.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown drains: it closes the listeners, refuses new requests, and
+// waits for the requests in flight (runs included, each bounded by its
+// timeout) until ctx ends; then it returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.http.Shutdown(ctx)
+}
+
+// Stop kills the runs still in flight (status killed, with why as the
+// reason): a second signal after Shutdown began.
+func (s *Server) Stop(why error) {
+	s.cancel(why)
+}
+
+// statusRecorder remembers the status a handler wrote, for the log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// apiError is the body of every error response.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers with status and {"error": {code, message}}.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+// writeJSON answers with status and v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client went away: nothing to tell it
+}
+
+// health is GET /v1/health's body.
+type health struct {
+	Status     string   `json:"status"`
+	Version    string   `json:"version"`
+	Policies   []string `json:"policies"`
+	RunsActive int64    `json:"runs_active"`
+	MaxRuns    int      `json:"max_concurrent_runs"`
+	UptimeS    int64    `json:"uptime_s"`
+}
+
+func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
+	var names []string
+	for n := range s.cfg.Policies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	writeJSON(w, http.StatusOK, health{
+		Status: "ok", Version: s.cfg.Version, Policies: names,
+		RunsActive: s.active.Load(), MaxRuns: s.cfg.MaxConcurrentRuns,
+		UptimeS: int64(time.Since(s.started).Seconds()),
+	})
+}
+
+func (s *Server) getOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(apidoc.OpenAPI)
+}
