@@ -78,8 +78,8 @@ func requirePython(t *testing.T) {
 // sandbox.
 var sandboxWritable = []string{"/workspace", "/tmp", "/dev/shm"}
 
-// result is one finished run of the runner.
-type result struct {
+// runResult is one finished run of the runner.
+type runResult struct {
 	exit     int // exit status; -1 when killed by a signal
 	signal   int // the signal, when killed by one
 	stdout   string
@@ -89,7 +89,7 @@ type result struct {
 	parseErr error
 }
 
-func (r result) String() string {
+func (r runResult) String() string {
 	return "exit " + strconv.Itoa(r.exit) + " signal " + strconv.Itoa(r.signal) +
 		"\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr + "--- report\n" + r.raw
 }
@@ -97,7 +97,7 @@ func (r result) String() string {
 // runProgram runs program under cfg with the real interpreter, the report
 // pipe as fd 3 and the program on stdin, in dir (a temporary directory when
 // dir is "").
-func runProgram(t *testing.T, cfg Config, program, dir string) result {
+func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 	t.Helper()
 	requirePython(t)
 	if dir == "" {
@@ -136,7 +136,7 @@ func runProgram(t *testing.T, cfg Config, program, dir string) result {
 		raw <- b
 	}()
 	werr := cmd.Wait()
-	var r result
+	var r runResult
 	r.stdout, r.stderr = stdout.String(), stderr.String()
 	b := <-raw
 	r.raw = string(b)

@@ -39,8 +39,18 @@ const MaxViolationLines = 1000
 
 // The modes of Config.Mode.
 const (
-	ModeRun   = "run"   // check statically, then run
-	ModeCheck = "check" // static check only
+	ModeRun     = "run"     // check statically, then run
+	ModeCheck   = "check"   // static check only
+	ModeSession = "session" // read cells from stdin, check and run each (session.go)
+)
+
+// Bounds of Config.MaxOutputBytes: the default when it is 0, and the most
+// a caller may ask for. A report line carrying outputs is bounded by the
+// cap plus a fixed slack (lineLimit), so the cap is also what a reader of
+// the report may have to hold for one line.
+const (
+	DefaultMaxOutputBytes = 4 << 20
+	MaxOutputBytesCeiling = 64 << 20
 )
 
 // DefaultFilename is the program's name in tracebacks when Config.Filename
@@ -84,21 +94,41 @@ type Config struct {
 	// program write in; required. A denied "open" still writes there, and
 	// code loaded from there counts as the program's own.
 	WritableDirs []string `json:"writable_dirs"`
+
+	// The fields below are left out of a plan's JSON when zero; the
+	// runner always gets them (wireConfig).
+
+	// Outputs asks for display outputs (ModeRun after the program,
+	// ModeSession after every cell): a final bare expression's value,
+	// matplotlib figures left open.
+	Outputs bool `json:"outputs,omitempty"`
+	// Preload lists modules the runner imports as its own, before the
+	// audit hook and before the program (ModeRun, before reading it;
+	// ModeSession, before the first cell). Each must be allowed by Allow.
+	Preload []string `json:"preload,omitempty"`
+	// MaxOutputBytes caps the encoded size of one run's or one cell's
+	// display outputs; past it the rest are dropped and marked truncated.
+	// 0 is DefaultMaxOutputBytes; at most MaxOutputBytesCeiling.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
 
 // wireConfig is the runner's config argument: Config and the constants of
 // the protocol, which a caller does not choose.
 type wireConfig struct {
 	Config
-	MaxViolationLines   int `json:"max_violation_lines"`
-	ExitPolicyViolation int `json:"exit_policy_violation"`
-	ExitSyntaxError     int `json:"exit_syntax_error"`
+	// Config's omitempty fields, always sent (these shadow them).
+	Outputs             bool     `json:"outputs"`
+	Preload             []string `json:"preload"`
+	MaxOutputBytes      int64    `json:"max_output_bytes"`
+	MaxViolationLines   int      `json:"max_violation_lines"`
+	ExitPolicyViolation int      `json:"exit_policy_violation"`
+	ExitSyntaxError     int      `json:"exit_syntax_error"`
 }
 
 // Validate reports the first problem with c, naming the field.
 func (c Config) Validate() error {
-	if c.Mode != ModeRun && c.Mode != ModeCheck {
-		return fmt.Errorf("pyrunner config: mode %q: want %q or %q", c.Mode, ModeRun, ModeCheck)
+	if c.Mode != ModeRun && c.Mode != ModeCheck && c.Mode != ModeSession {
+		return fmt.Errorf("pyrunner config: mode %q: want %q, %q or %q", c.Mode, ModeRun, ModeCheck, ModeSession)
 	}
 	for _, m := range c.Allow {
 		if !isModuleName(m) {
@@ -130,7 +160,34 @@ func (c Config) Validate() error {
 	if strings.ContainsRune(c.Filename, 0) {
 		return errors.New("pyrunner config: filename contains NUL")
 	}
+	if len(c.Preload) > 0 && c.Mode == ModeCheck {
+		return errors.New("pyrunner config: preload: nothing runs in mode check")
+	}
+	for _, m := range c.Preload {
+		// A dotted name is fine (matplotlib.pyplot); its top level must be
+		// allowed, or the runner would hold a module the program may not.
+		parts := strings.Split(m, ".")
+		top := parts[0]
+		if slices.ContainsFunc(parts, func(p string) bool { return !isModuleName(p) }) {
+			return fmt.Errorf("pyrunner config: preload: %q is not a module name", m)
+		}
+		if c.Allow != nil && !slices.Contains(c.Allow, top) {
+			return fmt.Errorf("pyrunner config: preload: %q is not allowed by allow", m)
+		}
+	}
+	if c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxOutputBytesCeiling {
+		return fmt.Errorf("pyrunner config: max_output_bytes %d: want 0 (the default, %d) to %d",
+			c.MaxOutputBytes, DefaultMaxOutputBytes, MaxOutputBytesCeiling)
+	}
 	return nil
+}
+
+// maxOutputBytes is c's cap on display outputs, the default for 0.
+func (c Config) maxOutputBytes() int64 {
+	if c.MaxOutputBytes == 0 {
+		return DefaultMaxOutputBytes
+	}
+	return c.MaxOutputBytes
 }
 
 // isModuleName reports whether s is a Python identifier in ASCII (every
@@ -181,8 +238,11 @@ func encodeConfig(interp string, c Config) (string, error) {
 	if c.Filename == "" {
 		c.Filename = DefaultFilename
 	}
-	w := wireConfig{Config: c, MaxViolationLines: MaxViolationLines,
-		ExitPolicyViolation: ExitPolicyViolation, ExitSyntaxError: ExitSyntaxError}
+	w := wireConfig{Config: c, Outputs: c.Outputs, Preload: c.Preload, MaxOutputBytes: c.maxOutputBytes(),
+		MaxViolationLines: MaxViolationLines, ExitPolicyViolation: ExitPolicyViolation, ExitSyntaxError: ExitSyntaxError}
+	if w.Preload == nil {
+		w.Preload = []string{} // a list, as the runner requires
+	}
 	var cfg strings.Builder
 	enc := json.NewEncoder(&cfg)
 	enc.SetEscapeHTML(false)              // "<program>" stays readable in ps

@@ -22,6 +22,7 @@ func TestArgv(t *testing.T) {
 	// The protocol's constants come from Go, whatever the caller set.
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
 		`"report_fd":3,"filename":"<program>","writable_dirs":["/workspace"],` +
+		`"outputs":false,"preload":[],"max_output_bytes":4194304,` +
 		`"max_violation_lines":1000,"exit_policy_violation":126,"exit_syntax_error":1}`
 	if argv[5] != want {
 		t.Errorf("config\n got %s\nwant %s", argv[5], want)
@@ -62,6 +63,11 @@ func TestConfigValidate(t *testing.T) {
 		{with(ok, func(c *Config) { c.WritableDirs = nil }), "writable_dirs: required"},
 		{with(ok, func(c *Config) { c.WritableDirs = []string{} }), "writable_dirs: required"},
 		{with(ok, func(c *Config) { c.Filename = "a\x00b" }), "filename"},
+		{with(ok, func(c *Config) { c.Preload = []string{"pandas"}; c.Allow = []string{"numpy"} }), "not allowed by allow"},
+		{with(ok, func(c *Config) { c.Preload = []string{"os..path"} }), "not a module name"},
+		{with(ok, func(c *Config) { c.Preload = []string{"math"}; c.Mode = ModeCheck }), "mode check"},
+		{with(ok, func(c *Config) { c.MaxOutputBytes = -1 }), "max_output_bytes"},
+		{with(ok, func(c *Config) { c.MaxOutputBytes = MaxOutputBytesCeiling + 1 }), "max_output_bytes"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

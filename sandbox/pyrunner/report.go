@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // The kinds of Violation.Kind.
@@ -24,7 +26,8 @@ const (
 	StaticSyntaxError = "syntax_error"
 )
 
-// maxLine bounds one report line; the runner's longest is a few KiB.
+// maxLine bounds one report line without outputs; the runner's longest
+// is a few KiB. Lines with outputs are bounded by lineLimit.
 const maxLine = 64 << 10
 
 // Violation is one report line.
@@ -53,6 +56,12 @@ type Report struct {
 	// SyntaxLine, SyntaxCol and SyntaxDetail locate a syntax error.
 	SyntaxLine, SyntaxCol int
 	SyntaxDetail          string
+	// Outputs are the display outputs written after the program
+	// (Config.Outputs), and OutputsTruncated whether some were dropped.
+	// The runner writes them last; a program that forges an earlier
+	// outputs line is overridden by the runner's.
+	Outputs          []result.Output
+	OutputsTruncated bool
 	// Malformed counts lines that were skipped: not JSON, an unknown kind,
 	// too long, or a second status line (only the program can write one).
 	Malformed int
@@ -67,16 +76,21 @@ type wireLine struct {
 	Line   int     `json:"line"`
 	Col    int     `json:"col"`
 	Detail string  `json:"detail"`
+	// An outputs line.
+	Outputs   []result.Output `json:"outputs"`
+	Truncated bool            `json:"truncated"`
 }
 
 // ParseReport reads a report to EOF. Bad lines are counted in Malformed
 // and skipped; the error is only for a failed read, and comes with what was
-// parsed before it.
+// parsed before it. An outputs line may be as long as MaxOutputBytesCeiling
+// allows: the caller bounds what it hands over (the supervisor keeps a
+// bounded copy of the pipe).
 func ParseReport(r io.Reader) (Report, error) {
 	var rep Report
 	br := bufio.NewReaderSize(r, 4096)
 	for {
-		line, tooLong, err := readLine(br)
+		line, tooLong, err := readLine(br, lineLimit(MaxOutputBytesCeiling))
 		if len(line) > 0 || tooLong {
 			rep.add(line, tooLong)
 		}
@@ -90,11 +104,11 @@ func ParseReport(r io.Reader) (Report, error) {
 }
 
 // readLine returns the next line without its newline; a line longer than
-// maxLine is consumed and reported as tooLong.
-func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+// limit is consumed and reported as tooLong.
+func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxLine {
+		if len(line)+len(chunk) > limit {
 			tooLong, line = true, nil
 		} else if !tooLong {
 			line = append(line, chunk...)
@@ -126,8 +140,15 @@ func (rep *Report) add(line []byte, tooLong bool) {
 		}
 		return
 	}
-	switch w.Kind {
-	case KindImport, KindBuiltin, KindEvent, KindAttribute:
+	if w.Kind == "outputs" && validOutputs(w.Outputs) {
+		rep.Outputs, rep.OutputsTruncated = w.Outputs, w.Truncated
+		return
+	}
+	switch {
+	case len(line) > maxLine:
+		rep.Malformed++
+		return
+	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute:
 	default:
 		rep.Malformed++
 		return

@@ -90,6 +90,12 @@ type Result struct {
 	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
 	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
 
+	// Display outputs, when the runner was asked for them: a final
+	// expression's value, figures, tables. Never stored in the audit log.
+	Outputs          []Output   `json:"outputs,omitempty"`
+	OutputsTruncated bool       `json:"outputs_truncated,omitempty"` // outputs past the cap were dropped
+	Exception        *Exception `json:"exception,omitempty"`         // the uncaught exception that ended a session cell
+
 	// The captured bytes given to SetStdout and SetStderr, nil when none:
 	// what WriteJSON writes as stdout and stderr.
 	stdout, stderr []byte
@@ -103,6 +109,29 @@ type Violation struct {
 	Line   int    `json:"line"`   // 1-based line in the program; 0 when unknown
 	Col    int    `json:"col"`    // 0-based column as Python's ast reports it; 0 when unknown
 	Detail string `json:"detail"` // human text: what was refused and why
+}
+
+// Output is one display output of a run or a session cell, as a notebook
+// shows it: a MIME type and its data (text, or base64 for binary types).
+type Output struct {
+	Type string `json:"type"` // OutputText, OutputHTML or OutputPNG
+	Data string `json:"data"` // the text; standard padded base64 for OutputPNG
+}
+
+// The types of Output.Type.
+const (
+	OutputText = "text/plain"
+	OutputHTML = "text/html"
+	OutputPNG  = "image/png"
+)
+
+// Exception is the uncaught exception that ended a session cell, as the
+// Python runner saw it. It is the program's word, not nsbox's: a program
+// can forge it (docs/python-layer.md).
+type Exception struct {
+	Name      string `json:"name"`      // the exception's class name, e.g. "ZeroDivisionError"
+	Value     string `json:"value"`     // str() of the exception
+	Traceback string `json:"traceback"` // as printed on stderr, without the runner's frames
 }
 
 // Phase is one step of a run and its wall-clock time (--trace-phases).

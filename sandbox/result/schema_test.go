@@ -160,6 +160,17 @@ func TestSchemaMatchesStruct(t *testing.T) {
 		}
 	}
 
+	checkObject(t, "exception", s.Properties["exception"], reflect.TypeFor[Exception]())
+	if items := s.Properties["outputs"].Items; items == nil {
+		t.Error("schema outputs has no items")
+	} else {
+		checkObject(t, "outputs[]", *items, reflect.TypeFor[Output]())
+		types := []string{OutputText, OutputHTML, OutputPNG}
+		if got := items.Properties["type"].Enum; !slices.Equal(got, types) {
+			t.Errorf("schema outputs[].type enum %v, want %v", got, types)
+		}
+	}
+
 	var want []string
 	for _, st := range Statuses() {
 		want = append(want, string(st))
@@ -236,6 +247,7 @@ func TestDocMatchesStruct(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Result](), reflect.TypeFor[SandboxError](),
 		reflect.TypeFor[Limits](), reflect.TypeFor[Sandbox](),
+		reflect.TypeFor[Output](), reflect.TypeFor[Exception](),
 	} {
 		all, _ := jsonFields(typ)
 		names = append(names, all...)

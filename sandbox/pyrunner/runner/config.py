@@ -20,7 +20,8 @@ EXIT_RUNNER = 125  # bad config or report fd: a supervisor bug, not the program'
 CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
     "report_fd", "filename", "writable_dirs", "max_violation_lines",
-    "exit_policy_violation", "exit_syntax_error"))
+    "exit_policy_violation", "exit_syntax_error", "outputs", "preload",
+    "max_output_bytes"))
 
 
 def _fail(msg):
@@ -63,8 +64,8 @@ def _load_config(argv):
 
     cfg = _Config()
     cfg.mode = c["mode"]
-    if cfg.mode not in ("run", "check"):
-        _fail("mode: want \"run\" or \"check\", not %r" % (cfg.mode,))
+    if cfg.mode not in ("run", "check", "session"):
+        _fail("mode: want \"run\", \"check\" or \"session\", not %r" % (cfg.mode,))
     allow = strings("allow")
     # __future__ is a compiler directive, never a way out: always allowed.
     cfg.allow = None if allow is None else frozenset(allow) | {"__future__"}
@@ -90,6 +91,20 @@ def _load_config(argv):
     cfg.max_lines = integer("max_violation_lines", 1, 1 << 30)
     cfg.exit_policy = integer("exit_policy_violation", 1, 255)
     cfg.exit_syntax = integer("exit_syntax_error", 1, 255)
+    cfg.outputs = c["outputs"]
+    if not isinstance(cfg.outputs, bool):
+        _fail("outputs: want a boolean")
+    cfg.preload = strings("preload")
+    if cfg.preload is None:
+        _fail("preload: want a list of module names")
+    for m in cfg.preload:
+        if not all(p.isidentifier() and p.isascii() for p in m.split(".")):
+            _fail("preload: %r is not a module name" % m)
+        if cfg.allow is not None and m.partition(".")[0] not in cfg.allow:
+            _fail("preload: %r is not allowed by allow" % m)
+    if cfg.preload and cfg.mode == "check":
+        _fail("preload: nothing runs in mode check")
+    cfg.max_output = integer("max_output_bytes", 1, 1 << 40)
     return cfg
 
 

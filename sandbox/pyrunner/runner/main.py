@@ -31,6 +31,8 @@ def _main():
     # the report.
     cfg = _load_config(sys.argv)
     report = _Report(cfg.fd, cfg.max_lines)
+    if cfg.mode == "session":
+        _fail("mode session: not in this runner yet")
     # The whole program, as bytes; the program then finds stdin at EOF.
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")

@@ -6,6 +6,11 @@ import posix
 from .bound import _write
 from .config import _fail
 
+# The most each field of a cell's exception takes in a report line, in
+# encoded bytes: Go's line bound leaves room for this much (session.go's
+# maxExceptionField, which a Go test keeps equal).
+EXCEPTION_MAX = 64 << 10
+
 _ESC = {i: "\\u%04x" % i for i in (*range(32), 0x7f)}
 _ESC.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n",
              ord("\r"): "\\r", ord("\t"): "\\t", ord("\b"): "\\b",
