@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -54,6 +55,10 @@ type launch struct {
 	status *os.File      // read end of the reaper's exit pipe
 	exited chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
 	err    error         // cmd.Wait's error, once exited is closed
+
+	exitOnce sync.Once // programExit reads the exit pipe once
+	exitWS   syscall.WaitStatus
+	exitErr  error
 }
 
 // inherited are the files the init inherits besides stdio and the sync
@@ -372,6 +377,11 @@ func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 // and its own status, a signal, stands for the whole namespace's end. A
 // reaper that exited by itself without a status, or sent an error, failed.
 func (l *launch) programExit() (syscall.WaitStatus, error) {
+	l.exitOnce.Do(func() { l.exitWS, l.exitErr = l.readProgramExit() })
+	return l.exitWS, l.exitErr
+}
+
+func (l *launch) readProgramExit() (syscall.WaitStatus, error) {
 	b, err := io.ReadAll(io.LimitReader(l.status, spec.MaxMessage))
 	if err != nil {
 		return 0, fmt.Errorf("read the reaper's exit pipe: %w", err)

@@ -95,6 +95,8 @@ type Sandbox struct {
 	ids   *runIDs       // the run's host uids and gids
 	l     *launch       // the started init
 	rep   *reportReader // the runner's report pipe, read end
+	repR  *os.File      // the same pipe, for a session (Start) instead
+	live  *live         // a started session's state; nil for a run
 	sp    *spec.Spec    // what the init gets
 	stats Stats
 	lost  error // the output that could not be passed on (Outcome.OutputError)
@@ -152,6 +154,9 @@ func (sb *Sandbox) Finish() Outcome {
 	}
 	if sb.state == prepared && sb.err == nil { // prepared, never executed: stop the init
 		sb.Abort(errors.New("the run was finished before its program started"))
+	}
+	if sb.live != nil {
+		sb.finishLive()
 	}
 	sb.state = finished
 	// The supervisor's hold on /workspace goes first: a fresh tmpfs is
