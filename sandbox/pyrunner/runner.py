@@ -5,6 +5,7 @@
 # invariant 2). Edit the modules, then run  go generate ./sandbox/pyrunner/
 
 import _ast
+import _io
 import _operator
 import _signal
 import _sitebuiltins
@@ -59,6 +60,25 @@ _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
+
+# The program's side of the runner: a frame whose globals are _PG runs as
+# the program (its builtins are the program's). _arm puts there the one
+# function _as_program calls through. guard.py, invariant 7.
+_PG = {}
+
+
+def _as_program(f, *args, **kwargs):
+    """f(*args, **kwargs) called from a frame of the program's, not the
+    runner's: the runner calling the program's objects (repr, _repr_html_,
+    savefig, its sys.stdout) must not lend them its own frame (a builtin
+    such as exec, called from C, runs in its caller's globals)."""
+    call = _PG.get("call")
+    return f(*args, **kwargs) if call is None else call(f, *args, **kwargs)
+
+
+def _call_method(obj, name, *args):
+    """obj.name(*args), the lookup and the call both as the program."""
+    return _as_program(_as_program(getattr, obj, name), *args)
 
 
 # ----------------------------------------------------------------------
@@ -334,14 +354,26 @@ class _Report:
         text = ",".join(
             _esc(k) + ":" + (_esc(v) if isinstance(v, str) else str(int(v)))
             for k, v in pairs)
+        self.send("{" + text + "}")
+
+    def send(self, text):
+        """Write one line, text (ASCII JSON), whole: a write a signal
+        interrupts part way is resumed where it stopped."""
+        data = memoryview((text + "\n").encode("ascii"))
         try:
-            _write(self.fd, ("{" + text + "}\n").encode("ascii"))
+            while data:
+                data = data[_write(self.fd, data):]
         except OSError:
             pass  # telemetry: a closed reader must not break the program
 
     def violation(self, kind, name, line, col, detail):
         self.line((("kind", kind), ("name", name), ("line", line),
                    ("col", col), ("detail", detail)))
+
+    def restart(self):
+        """A new cell: its runtime lines are de-duplicated and capped anew."""
+        self.seen = set()
+        self.runtime = 0
 
     def full(self):
         """Whether the runtime lines reached the cap."""
@@ -354,6 +386,48 @@ class _Report:
         self.seen.add(key)
         self.runtime += 1
         self.violation(kind, name, line, col, detail)
+
+
+# ----------------------------------------------------------------------
+# runner/jsonw.py
+
+"""A JSON writer for the report's nested lines (outputs, cells), without
+the json module (bound.py): dicts with string keys, lists and tuples,
+strings, integers, booleans and None; strings as report.py escapes them
+(ASCII only, so a line is bytes as written)."""
+
+
+def _dumps(v):
+    """v as compact JSON text (ASCII)."""
+    t = type(v)
+    if t is str:
+        return _esc(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if t is dict:
+        return "{" + ",".join(_esc(k) + ":" + _dumps(x) for k, x in v.items()) + "}"
+    if t is list or t is tuple:
+        return "[" + ",".join(_dumps(x) for x in v) + "]"
+    raise TypeError("jsonw: cannot write %s" % t.__name__)
+
+
+def _clip(s, limit, tail=False):
+    """s shortened, if need be, so that _esc(s) takes at most limit bytes:
+    its start kept, or with tail its end, and a mark where it was cut."""
+    if len(s) <= limit and len(_esc(s)) <= limit:
+        return s
+    mark = "\n[... cut by nsbox ...]\n"
+    n = min(len(s), limit)  # a character takes at least one byte
+    while True:
+        cut = (mark + s[len(s) - n:]) if tail else (s[:n] + mark)
+        size = len(_esc(cut))
+        if size <= limit or n == 0:
+            return cut
+        n = min(n - 1, n * limit // size)  # escapes take up to 12 bytes a character
 
 
 # ----------------------------------------------------------------------
@@ -385,13 +459,33 @@ CODEGEN_NAMES = frozenset((
 
 
 def _static(cfg, report, src):
-    """Parse, compile and check; return the code object or exit."""
+    """Modes run and check: _checked, then exit on violations or a syntax
+    error. Returns the code (body and final expression: _checked) and the
+    program's lines."""
+    status, codes, lines = _checked(cfg, report, src, cfg.outputs and cfg.mode == "run")
+    if status == "violations":
+        sys.exit(cfg.exit_policy)
+    if status == "syntax_error":
+        sys.exit(cfg.exit_syntax)
+    return codes, lines
+
+
+def _checked(cfg, report, src, split):
+    """Parse, compile and check src (bytes) as cfg.filename: write every
+    violation and exactly one status line, and the human summary on
+    stderr. Returns (status, codes, lines): status is "ok", "violations" or
+    "syntax_error"; codes, with "ok" only, is (body, final): with split and
+    a bare expression as the last statement (the display rule), final is
+    that expression compiled for eval and body the rest; otherwise final
+    is None."""
     try:
         if b"\0" in src:
             line = src.count(b"\n", 0, src.index(b"\0")) + 1
             raise SyntaxError("source code cannot contain null bytes",
                               (cfg.filename, line, 1, None))
         tree = compile(src, cfg.filename, "exec", _ast.PyCF_ONLY_AST)
+        # Compiled whole even when split: the compiler's own errors
+        # ('return' outside function) are the program's, wherever they are.
         code = compile(src, cfg.filename, "exec", dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError) as e:
         if not isinstance(e, SyntaxError):
@@ -402,7 +496,7 @@ def _static(cfg, report, src):
                      ("detail", "%s: %s" % (type(e).__name__, e.msg))))
         e.__traceback__ = None
         _real_import("traceback").print_exception(type(e), e, None)
-        sys.exit(cfg.exit_syntax)
+        return "syntax_error", None, None
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
@@ -412,18 +506,33 @@ def _static(cfg, report, src):
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
     if not found:
         report.line((("static", "ok"),))
-        return code, lines
+        return "ok", _split(tree, code, cfg.filename) if split else (code, None), lines
     report.line((("static", "violations"), ("count", len(found))))
-    w = sys.stderr.write
+
+    def w(text):
+        _call_method(sys.stderr, "write", text)
     w("nsbox: %s breaks the policy (%d violation%s); %s:\n" % (
         cfg.filename, len(found), "" if len(found) == 1 else "s",
-        "nothing was run" if cfg.mode == "run" else "checked only"))
+        "checked only" if cfg.mode == "check" else "nothing was run"))
     for line, col, kind, name, detail in found[:20]:
         w("  line %d, col %d: %s\n" % (line, _char_col(lines, line, col), detail))
     if len(found) > 20:
         w("  ... and %d more\n" % (len(found) - 20))
-    sys.stderr.flush()
-    sys.exit(cfg.exit_policy)
+    _call_method(sys.stderr, "flush")
+    return "violations", None, None
+
+
+def _split(tree, code, filename):
+    """The display rule, as a notebook has it: a last statement that is a
+    bare expression is evaluated for its value. Returns (body, final):
+    the statements before it, and it compiled for eval; (code, None) when
+    the last statement is anything else."""
+    if not tree.body or type(tree.body[-1]) is not _ast.Expr:
+        return code, None
+    last = tree.body.pop()
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    final = compile(_ast.Expression(last.value), filename, "eval", dont_inherit=True)
+    return body, final
 
 
 def _walk(tree):
@@ -799,6 +908,18 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    not the first import of linecache (which plants the program's lines);
    "exec" only when there is no allowlist. "compile", "object.__getattr__"
    and every denied event always get the full check.
+
+7. Sessions (session.py). The hook is armed once, before the first cell,
+   and _State.running stays set: threads and handlers of earlier cells may
+   run at any time, so the runner's own work between cells (reading a
+   frame, checking and compiling a cell) is told apart by frame identity
+   alone (invariant 2): its compile events come from _RG frames, its
+   imports have an _RG frame as origin. The runner calls the program's
+   objects (a value's repr, _repr_html_, figures, sys.stdout) only through
+   _as_program (bound.py), from a frame whose globals are _PG and whose
+   builtins are the program's: they run, and are checked, as the program,
+   and _where and tracebacks skip that frame. In a session every report
+   line after the first cell starts can be the program's (doc.go).
 """
 
 _RG = globals()  # a frame whose globals are this dict is the runner's own
@@ -837,6 +958,8 @@ class _State:
     cfg = None
     report = None
     lines = ()
+    sources = {}        # filename -> linecache entry of the program's code (each cell's)
+    private = set()     # (st_dev, st_ino) of the runner's pipes besides the report
     ub = None           # the user's builtins dict
     running = False     # set right before the program starts
     user_files = set()  # filenames of user code (the program, user compiles)
@@ -923,7 +1046,7 @@ def _where(frame):
     first = None
     f = frame
     while f is not None:
-        if f.f_globals is not _RG:
+        if f.f_globals is not _RG and f.f_globals is not _PG:
             if f.f_code.co_filename == _State.cfg.filename:
                 first = f
                 break
@@ -984,9 +1107,9 @@ def _frame_refused(name, frame):
                           "runs under" % name)
 
 
-def _report_refused(frame):
-    _violate("event", "open", "the runner's report channel is private", frame)
-    return PermissionError(13, "the report channel is private to nsbox")
+def _report_refused(frame, what="report channel"):
+    _violate("event", "open", "the runner's %s is private" % what, frame)
+    return PermissionError(13, "the %s is private to nsbox" % what)
 
 
 def _check_compiled(source, filename, frame):
@@ -1020,6 +1143,8 @@ def _check_open(path, mode, flags, frame):
             return
         if (st.st_dev, st.st_ino) == _State.report.ident:
             raise _report_refused(frame)
+        if (st.st_dev, st.st_ino) in _State.private:
+            raise _report_refused(frame, "cell pipe")
         return
     try:
         p = _abspath(_fsdecode(path))
@@ -1032,6 +1157,8 @@ def _check_open(path, mode, flags, frame):
             st = None
         if st is not None and (st.st_dev, st.st_ino) == _State.report.ident:
             raise _report_refused(frame)
+        if st is not None and (st.st_dev, st.st_ino) in _State.private:
+            raise _report_refused(frame, "cell pipe")
     writing = (isinstance(mode, str) and any(c in mode for c in "wxa+")
                or isinstance(flags, int) and flags & WRITE_FLAGS)
     if not writing or "open" not in _State.cfg.deny_builtins or p in WRITABLE_DEVICES:
@@ -1092,7 +1219,9 @@ def _hook(event, args):
             # A module's source compiled by importlib is checked as a module
             # load (the "exec" event), not as code compiled at run time; an
             # ast.parse() makes no code (compiling its tree is an event too).
-            if not _is_machinery(frame) and not _is_ast_parse(frame.f_code):
+            # The runner compiling a cell (invariant 7) is not the program.
+            if (frame.f_globals is not _RG and not _is_machinery(frame)
+                    and not _is_ast_parse(frame.f_code)):
                 _check_compiled(args[0], args[1], _origin(frame))
         elif event == "object.__getattr__":
             # The reader is the frame right below: library code (traceback,
@@ -1171,14 +1300,23 @@ def _load_linecache(tid):
 
 
 def _plant_lines():
+    """The program's code (each cell's, in a session) into linecache's
+    cache, once linecache is loaded. Only a real module's real dict is
+    written: the program may have replaced either, and the runner must not
+    call the program's code from its own frame (invariant 7)."""
     lc = _modules.get("linecache")
-    if lc is None or _State.planted:
+    cache = lc.__dict__.get("cache") if type(lc) is _ModuleType else None
+    if type(cache) is not dict:
         return
-    lines = _State.lines
-    lc.cache[_State.cfg.filename] = (
-        sum(len(l) + 1 for l in lines), None, [l + "\n" for l in lines],
-        _State.cfg.filename)
+    cache.update(_State.sources)
     _State.planted = True
+
+
+def _add_source(filename, lines):
+    """Record the program's code under filename, for tracebacks."""
+    _State.sources[filename] = (sum(len(l) + 1 for l in lines), None,
+                                [l + "\n" for l in lines], filename)
+    _State.user_files.add(filename)
 
 
 # ----------------------------------------------------------------------
@@ -1404,7 +1542,7 @@ def _view_set(view, name, value, delete):
 # runner/tracebacks.py
 
 """Tracebacks as python prints them, without the runner's frames (told by
-their globals, _RG: guard.py, invariant 2)."""
+their globals, _RG and _PG: guard.py, invariants 2 and 7)."""
 
 
 def _strip(exc, seen):
@@ -1413,7 +1551,8 @@ def _strip(exc, seen):
         seen.add(id(exc))
         kept, tb = [], exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_globals is not _RG:
+            g = tb.tb_frame.f_globals
+            if g is not _RG and g is not _PG:
                 kept.append(tb)
             tb = tb.tb_next
         for a, b in zip(kept, kept[1:] + [None]):
@@ -1433,8 +1572,359 @@ def _print_exception(exc):
     if hook is sys.__excepthook__:
         _real_import("traceback").print_exception(type(exc), exc, exc.__traceback__)
     else:
-        hook(type(exc), exc, exc.__traceback__)
-    sys.stderr.flush()
+        _as_program(hook, type(exc), exc, exc.__traceback__)
+    _as_program(sys.stderr.flush)
+
+
+def _format_exception(exc):
+    """The traceback text of exc (stripped by _print_exception first), as
+    traceback prints it."""
+    return "".join(_real_import("traceback").format_exception(type(exc), exc, exc.__traceback__))
+
+
+# ----------------------------------------------------------------------
+# runner/arm.py
+
+"""Arming the guard: the program's module and builtins, the guarded
+gadgets, the audit hook (guard.py, invariants 4, 5 and 7). A run arms it
+right before its program; a session once, before its first cell."""
+
+# The function _as_program calls through (bound.py): compiled here, before
+# the hook, into _PG, so its frames run with the program's builtins.
+PROGRAM_CALL = "def call(f, /, *args, **kwargs):\n    return f(*args, **kwargs)\n"
+
+
+def _arm(cfg, report, lines):
+    """Install the guard and return the program's __main__ module; lines
+    are the program's (a run's), or None (a session adds each cell's)."""
+    _State.cfg, _State.report = cfg, report
+    _State.user_files = {cfg.filename}
+    if lines is not None:
+        _State.lines = lines
+        _add_source(cfg.filename, lines)
+    _State.code_dirs = tuple(sorted(set(cfg.writable)))
+    # Guarded replacements that module views hand out for these attributes.
+    if cfg.allow is not None:
+        _State.subst.update({("importlib", "import_module"): _guard_import_module,
+                             ("importlib", "__import__"): _guard_importlib_import})
+    if cfg.strict:
+        _State.subst.update({("operator", "attrgetter"): _attrgetter,
+                             ("operator", "methodcaller"): _methodcaller,
+                             ("string", "Formatter"): _FORMATTER})
+    _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
+        {"object.__getattr__"} if cfg.strict else set())
+    _State.ub = _user_builtins(cfg)
+    _PG["__builtins__"] = _State.ub
+    exec(compile(PROGRAM_CALL, "<nsbox>", "exec", dont_inherit=True), _PG)
+
+    # The program's module: its own builtins; registered as __main__, where
+    # pickle, dataclasses and typing look the program up.
+    main = _ModuleType("__main__")
+    main.__dict__["__builtins__"] = _State.ub
+    _RG["_runner_module"] = _modules["__main__"]  # keep the runner's module alive
+    _modules["__main__"] = main
+    sys.argv = [cfg.filename]
+    _plant_lines()  # now if linecache is loaded already, else when it is
+
+    # The hook last: it cannot be removed, and from here on every event is
+    # the program's.
+    sys.addaudithook(_hook)
+    return main
+
+
+# ----------------------------------------------------------------------
+# runner/display.py
+
+"""Display outputs, as a notebook shows them: the value of a final bare
+expression (its HTML form, then its repr), then every matplotlib figure
+left open, as PNG. Everything here calls the program's objects, so it
+runs as the program (_as_program: guard.py, invariant 7), and what it
+raises is the program's exception."""
+
+OUTPUT_TEXT, OUTPUT_HTML, OUTPUT_PNG = "text/plain", "text/html", "image/png"
+
+
+class _Outputs:
+    """Outputs in order, their encoded size capped (cfg.max_output): the
+    first that does not fit, and every later one, is dropped."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.size = 0
+        self.items = []
+        self.truncated = False
+
+    def add(self, kind, data):
+        if self.truncated:
+            return False
+        item = {"type": kind, "data": data}
+        size = len(_dumps(item)) + 1
+        if self.size + size > self.limit:
+            self.truncated = True
+            return False
+        self.size += size
+        self.items.append(item)
+        return True
+
+    def line(self, kind="outputs"):
+        return {"kind": kind, "outputs": self.items, "truncated": self.truncated}
+
+
+def _display(cfg, out, value, has_value):
+    """Add the final expression's value (when has_value, and it is not None)
+    and the open figures to out. Raises what the program's code raises."""
+    try:
+        if has_value and value is not None:
+            _display_value(out, value)
+    finally:
+        _display_figures(out)
+
+
+def _display_value(out, value):
+    # _repr_html_ looked up on the type, as a notebook does for a class's
+    # instances: a class itself (pandas.DataFrame) or a module view has none.
+    if _as_program(hasattr, type(value), "_repr_html_"):
+        html = _as_program(getattr, value, "_repr_html_")
+        html = _as_program(html)
+        if type(html) is str:
+            out.add(OUTPUT_HTML, html)
+    text = _as_program(repr, value)
+    if type(text) is not str:  # a str subclass's methods are the program's
+        text = _as_program(str.__str__, text)
+    out.add(OUTPUT_TEXT, text)
+
+
+def _display_figures(out):
+    """Each open matplotlib figure as PNG, then close them all, so that the
+    next cell starts with none. Only when the program loaded pyplot."""
+    plt = _modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        for num in list(_as_program(plt.get_fignums)):
+            if out.truncated:
+                break
+            fig = _as_program(plt.figure, num)
+            buf = _io.BytesIO()
+            _as_program(fig.savefig, buf, format="png")
+            png = buf.getvalue()
+            b64 = _real_import("binascii").b2a_base64(png, newline=False)
+            out.add(OUTPUT_PNG, b64.decode("ascii"))
+    finally:
+        _as_program(plt.close, "all")
+
+
+# ----------------------------------------------------------------------
+# runner/session.py
+
+"""Session mode: one interpreter, many cells. The cells arrive on stdin,
+framed (Go's EncodeCell); each is checked and run in the same __main__,
+so variables, functions, imports and open files persist, and each ends
+with one cell line on the report. _session below is the order, each step
+with its why; guard.py's invariant 7 is what changes for the guard.
+"""
+
+# Go's MaxCellBytes, kept equal by a Go test: a longer frame is malformed.
+CELL_MAX = 64 << 20
+HEADER_MAX = 64  # "CELL <n> <length>\n" with room to spare
+CELL_STATUS = {"ok": "ok", "violations": "policy_violation", "syntax_error": "syntax_error"}
+
+
+def _session(cfg, report, cellfd):
+    """Steps 4 and 5 of a session (main.py did the first three: the config,
+    stdin moved to cellfd, the preloads)."""
+    # The guard armed once, as a run arms it; the hook stays, and the
+    # program's __main__ lives as long as the session.
+    main = _arm(cfg, report, None)
+    _State.running = True
+    report.send(_dumps({"kind": "ready"}))
+    # Between cells SIGINT is ignored: an interrupt meant for a cell that
+    # just ended must not end the next, nor the runner. A cell runs with
+    # the program's own SIGINT handling (Python's default at first).
+    handler = _quiet_sigint()
+    while True:
+        cell = _read_cell(cellfd)
+        if cell is None:
+            sys.exit(0)  # the caller closed the session
+        handler = _cell(cfg, report, main, cell[0], cell[1], handler)
+
+
+def _take_stdin():
+    """The cells' pipe, moved out of the program's reach: a close-on-exec
+    copy of stdin for the runner, /dev/null as the program's fd 0 (stdin
+    at EOF, as in a run), and the guard's open check refusing the pipe by
+    /proc path or fd (as for the report)."""
+    try:
+        fd = posix.dup(0)  # not inheritable: no child of the program gets it
+        null = posix.open("/dev/null", posix.O_RDONLY)
+        if null != 0:
+            posix.dup2(null, 0)
+            posix.close(null)
+        st = posix.fstat(fd)
+    except OSError as e:
+        _fail("stdin: %s" % e)
+    _State.private.add((st.st_dev, st.st_ino))
+    return fd
+
+
+def _read(fd, n):
+    """posix.read, resumed when the program's signal handler raises (a
+    handler's exception between cells is printed and forgotten)."""
+    while True:
+        try:
+            return posix.read(fd, n)
+        except OSError as e:
+            _fail("read cell: %s" % e)
+        except BaseException as e:
+            _print_quietly(e)
+
+
+def _read_cell(fd):
+    """The next frame, (n, source bytes), or None at the end of input
+    between frames. A malformed frame is the caller's bug: EXIT_RUNNER."""
+    header = b""
+    while not header.endswith(b"\n"):
+        b = _read(fd, 1)  # a byte at a time: nothing of the next frame is read
+        if not b:
+            if header:
+                _fail("cell frame: end of input in the header %r" % header)
+            return None
+        header += b
+        if len(header) > HEADER_MAX:
+            _fail("cell frame: header too long: %r" % header)
+    parts = header[:-1].split(b" ")
+    if (len(parts) != 3 or parts[0] != b"CELL" or not parts[1].isdigit()
+            or not parts[2].isdigit()):
+        _fail("cell frame: bad header %r" % header)
+    n, left = int(parts[1]), int(parts[2])
+    if left > CELL_MAX:
+        _fail("cell frame: cell %d has %d bytes, more than %d" % (n, left, CELL_MAX))
+    chunks = []
+    while left:
+        b = _read(fd, min(left, 1 << 20))
+        if not b:
+            _fail("cell frame: end of input in cell %d" % n)
+        chunks.append(b)
+        left -= len(b)
+    return n, b"".join(chunks)
+
+
+def _cell(cfg, report, main, n, src, handler):
+    """Check and run one cell, then write its line; return the program's
+    SIGINT handler as the cell left it."""
+    report.send(_dumps({"kind": "cell-start", "n": n}))
+    # Each cell is its own file in tracebacks and linecache, and gets its
+    # own violation cap and de-duplication.
+    cfg.filename = "<cell %d>" % n
+    report.restart()
+    out = _Outputs(cfg.max_output)
+    line = {"kind": "cell", "n": n}
+    try:
+        status, codes, lines = _checked(cfg, report, src, cfg.outputs)
+        line["status"] = CELL_STATUS[status]
+        if status == "ok":
+            _State.lines = lines
+            _add_source(cfg.filename, lines)
+            _plant_lines()
+            handler = _run_cell(cfg, main, codes, out, line, handler)
+    except BaseException as e:
+        # Only a program's signal handler raising into the runner's own
+        # steps gets here: the cell's error, as if raised in it.
+        handler = _failed(e, line)
+    handler = _quiet_sigint()  # again: an interrupt may have cut _run_cell short
+    # Everything the cell wrote reaches the pipes before its line does.
+    for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
+        try:
+            _call_method(getattr(sys, name), "flush")
+        except BaseException:
+            pass
+    line["outputs"], line["truncated"] = out.items, out.truncated
+    report.send(_dumps(line))
+    return handler
+
+
+def _run_cell(cfg, main, codes, out, line, handler):
+    """Run the checked cell and its displays with the program's SIGINT
+    handling; fill line's status, exit code and exception."""
+    body, final = codes
+    try:
+        try:
+            _signal.signal(_signal.SIGINT, handler)
+            exec(body, main.__dict__)
+            value = None if final is None else eval(final, main.__dict__)
+            if cfg.outputs:
+                _display(cfg, out, value, final is not None)
+        finally:
+            handler = _quiet_sigint()
+    except KeyboardInterrupt as e:
+        line["status"] = "interrupted"
+        _print_quietly(e)
+    except SystemExit as e:
+        # A cell's sys.exit ends the cell, not the session, as in IPython;
+        # its code as a process's exit would make it.
+        code = _exit_code(e)
+        line["status"], line["exit_code"] = "ok" if code == 0 else "error", code
+    except BaseException as e:
+        _failed(e, line)
+    return handler
+
+
+def _failed(e, line):
+    """An uncaught exception: printed as a run prints it, and described in
+    the cell's line. Returns the SIGINT handler (ignored from here on)."""
+    handler = _quiet_sigint()
+    line["status"] = "error"
+    _print_quietly(e)
+    line["exception"] = {
+        "name": _clip(_text("?", getattr, type(e), "__name__"), EXCEPTION_MAX),
+        "value": _clip(_text("<str() failed>", str, e), EXCEPTION_MAX),
+        "traceback": _clip(_text("", _format_exception, e), EXCEPTION_MAX, tail=True)}
+    return handler
+
+
+def _text(fallback, f, *args):
+    """f(*args) as the program (it may call the program's code), as an
+    exact str, or fallback when that fails."""
+    try:
+        s = _as_program(f, *args)
+        return str.__str__(s) if isinstance(s, str) else fallback
+    except BaseException:
+        return fallback
+
+
+def _print_quietly(e):
+    try:
+        _print_exception(e)
+    except BaseException:
+        pass  # the program's stderr broke; the cell's line still says what happened
+
+
+def _exit_code(e):
+    """The exit status SystemExit(e.code) gives a process: None is 0, an
+    integer its low byte, anything else is printed on stderr and is 1."""
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return int.__int__(c) & 0xff
+    try:
+        _as_program(print, c, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def _quiet_sigint():
+    """Ignore SIGINT from here; return the handler it had (the program's,
+    or Python's default when none is a Python callable). An exception a
+    handler raises meanwhile is dropped: this must happen."""
+    while True:
+        try:
+            h = _signal.getsignal(_signal.SIGINT)
+            _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+            return _signal.default_int_handler if h is None else h
+        except BaseException:
+            continue
 
 
 # ----------------------------------------------------------------------
@@ -1459,54 +1949,55 @@ def _main():
     # the report.
     cfg = _load_config(sys.argv)
     report = _Report(cfg.fd, cfg.max_lines)
-    if cfg.mode == "session":
-        _fail("mode session: not in this runner yet")
-    # The whole program, as bytes; the program then finds stdin at EOF.
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")
+    if cfg.mode == "session":
+        # The cells come on stdin: the runner keeps a private copy and the
+        # program gets /dev/null; then the preloads, then the cells
+        # (session.py).
+        cellfd = _take_stdin()
+        _preload(cfg)
+        _session(cfg, report, cellfd)
+    # The preloads before the program is read: a sandbox started ahead of
+    # its program has them done while it waits.
+    _preload(cfg)
+    # The whole program, as bytes; the program then finds stdin at EOF.
     src = sys.stdin.buffer.read()
     # The static check writes every violation and exactly one status line
     # before any of the program runs (guard.py, invariant 4); it exits on
     # violations and syntax errors.
-    code, lines = _static(cfg, report, src)
+    codes, lines = _static(cfg, report, src)
     if cfg.mode == "check":
         sys.exit(0)
-    _run(cfg, report, code, lines)
+    _run(cfg, report, codes, lines)
 
 
-def _run(cfg, report, code, lines):
+def _preload(cfg):
+    """Import the config's preload modules as the runner's own, before the
+    hook: the program finds them loaded, as after its own import. Go
+    checked that the allowlist allows each."""
+    for name in cfg.preload:
+        try:
+            _real_import(name)
+        except BaseException as e:
+            _fail("preload %s: %s: %s" % (name, type(e).__name__, e))
+
+
+def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
-    invariants 4 and 5: nothing of the program has run before this)."""
-    _State.cfg, _State.report, _State.lines = cfg, report, lines
-    _State.user_files = {cfg.filename}
-    _State.code_dirs = tuple(sorted(set(cfg.writable)))
-    # Guarded replacements that module views hand out for these attributes.
-    if cfg.allow is not None:
-        _State.subst.update({("importlib", "import_module"): _guard_import_module,
-                             ("importlib", "__import__"): _guard_importlib_import})
-    if cfg.strict:
-        _State.subst.update({("operator", "attrgetter"): _attrgetter,
-                             ("operator", "methodcaller"): _methodcaller,
-                             ("string", "Formatter"): _FORMATTER})
-    _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
-        {"object.__getattr__"} if cfg.strict else set())
-    _State.ub = _user_builtins(cfg)
-
-    # The program's module: its own builtins; registered as __main__, where
-    # pickle, dataclasses and typing look the program up.
-    main = _ModuleType("__main__")
-    main.__dict__["__builtins__"] = _State.ub
-    _RG["_runner_module"] = _modules["__main__"]  # keep the runner's module alive
-    _modules["__main__"] = main
-    sys.argv = [cfg.filename]
-    _plant_lines()  # now if linecache is loaded already, else when it is
-
-    # The hook last: it cannot be removed, and from here on every event is
-    # the program's.
-    sys.addaudithook(_hook)
+    invariants 4 and 5: nothing of the program has run before this), then
+    its displays when asked for (display.py), written as one outputs line
+    after the program."""
+    main = _arm(cfg, report, lines)
     _State.running = True
+    body, final = codes
     try:
-        exec(code, main.__dict__)
+        exec(body, main.__dict__)
+        if cfg.outputs:
+            out = _Outputs(cfg.max_output)
+            value = None if final is None else eval(final, main.__dict__)
+            _display(cfg, out, value, final is not None)
+            report.send(_dumps(out.line()))
     except SystemExit:
         raise
     except KeyboardInterrupt as e:

@@ -47,3 +47,22 @@ _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
+
+# The program's side of the runner: a frame whose globals are _PG runs as
+# the program (its builtins are the program's). _arm puts there the one
+# function _as_program calls through. guard.py, invariant 7.
+_PG = {}
+
+
+def _as_program(f, *args, **kwargs):
+    """f(*args, **kwargs) called from a frame of the program's, not the
+    runner's: the runner calling the program's objects (repr, _repr_html_,
+    savefig, its sys.stdout) must not lend them its own frame (a builtin
+    such as exec, called from C, runs in its caller's globals)."""
+    call = _PG.get("call")
+    return f(*args, **kwargs) if call is None else call(f, *args, **kwargs)
+
+
+def _call_method(obj, name, *args):
+    """obj.name(*args), the lookup and the call both as the program."""
+    return _as_program(_as_program(getattr, obj, name), *args)

@@ -75,12 +75,24 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    not the first import of linecache (which plants the program's lines);
    "exec" only when there is no allowlist. "compile", "object.__getattr__"
    and every denied event always get the full check.
+
+7. Sessions (session.py). The hook is armed once, before the first cell,
+   and _State.running stays set: threads and handlers of earlier cells may
+   run at any time, so the runner's own work between cells (reading a
+   frame, checking and compiling a cell) is told apart by frame identity
+   alone (invariant 2): its compile events come from _RG frames, its
+   imports have an _RG frame as origin. The runner calls the program's
+   objects (a value's repr, _repr_html_, figures, sys.stdout) only through
+   _as_program (bound.py), from a frame whose globals are _PG and whose
+   builtins are the program's: they run, and are checked, as the program,
+   and _where and tracebacks skip that frame. In a session every report
+   line after the first cell starts can be the program's (doc.go).
 """
 
 import _ast
 import posix
 
-from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _STDLIB, _dict_get,
+from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _PG, _STDLIB, _dict_get,
                     _get_ident, _getframe, _ModuleType, _modules, _real_import)
 from .paths import _abspath, _fsdecode, _realpath
 from .static import _char_col, _check, _import_detail, _relative_detail, _top
@@ -121,6 +133,8 @@ class _State:
     cfg = None
     report = None
     lines = ()
+    sources = {}        # filename -> linecache entry of the program's code (each cell's)
+    private = set()     # (st_dev, st_ino) of the runner's pipes besides the report
     ub = None           # the user's builtins dict
     running = False     # set right before the program starts
     user_files = set()  # filenames of user code (the program, user compiles)
@@ -207,7 +221,7 @@ def _where(frame):
     first = None
     f = frame
     while f is not None:
-        if f.f_globals is not _RG:
+        if f.f_globals is not _RG and f.f_globals is not _PG:
             if f.f_code.co_filename == _State.cfg.filename:
                 first = f
                 break
@@ -268,9 +282,9 @@ def _frame_refused(name, frame):
                           "runs under" % name)
 
 
-def _report_refused(frame):
-    _violate("event", "open", "the runner's report channel is private", frame)
-    return PermissionError(13, "the report channel is private to nsbox")
+def _report_refused(frame, what="report channel"):
+    _violate("event", "open", "the runner's %s is private" % what, frame)
+    return PermissionError(13, "the %s is private to nsbox" % what)
 
 
 def _check_compiled(source, filename, frame):
@@ -304,6 +318,8 @@ def _check_open(path, mode, flags, frame):
             return
         if (st.st_dev, st.st_ino) == _State.report.ident:
             raise _report_refused(frame)
+        if (st.st_dev, st.st_ino) in _State.private:
+            raise _report_refused(frame, "cell pipe")
         return
     try:
         p = _abspath(_fsdecode(path))
@@ -316,6 +332,8 @@ def _check_open(path, mode, flags, frame):
             st = None
         if st is not None and (st.st_dev, st.st_ino) == _State.report.ident:
             raise _report_refused(frame)
+        if st is not None and (st.st_dev, st.st_ino) in _State.private:
+            raise _report_refused(frame, "cell pipe")
     writing = (isinstance(mode, str) and any(c in mode for c in "wxa+")
                or isinstance(flags, int) and flags & WRITE_FLAGS)
     if not writing or "open" not in _State.cfg.deny_builtins or p in WRITABLE_DEVICES:
@@ -376,7 +394,9 @@ def _hook(event, args):
             # A module's source compiled by importlib is checked as a module
             # load (the "exec" event), not as code compiled at run time; an
             # ast.parse() makes no code (compiling its tree is an event too).
-            if not _is_machinery(frame) and not _is_ast_parse(frame.f_code):
+            # The runner compiling a cell (invariant 7) is not the program.
+            if (frame.f_globals is not _RG and not _is_machinery(frame)
+                    and not _is_ast_parse(frame.f_code)):
                 _check_compiled(args[0], args[1], _origin(frame))
         elif event == "object.__getattr__":
             # The reader is the frame right below: library code (traceback,
@@ -455,11 +475,20 @@ def _load_linecache(tid):
 
 
 def _plant_lines():
+    """The program's code (each cell's, in a session) into linecache's
+    cache, once linecache is loaded. Only a real module's real dict is
+    written: the program may have replaced either, and the runner must not
+    call the program's code from its own frame (invariant 7)."""
     lc = _modules.get("linecache")
-    if lc is None or _State.planted:
+    cache = lc.__dict__.get("cache") if type(lc) is _ModuleType else None
+    if type(cache) is not dict:
         return
-    lines = _State.lines
-    lc.cache[_State.cfg.filename] = (
-        sum(len(l) + 1 for l in lines), None, [l + "\n" for l in lines],
-        _State.cfg.filename)
+    cache.update(_State.sources)
     _State.planted = True
+
+
+def _add_source(filename, lines):
+    """Record the program's code under filename, for tracebacks."""
+    _State.sources[filename] = (sum(len(l) + 1 for l in lines), None,
+                                [l + "\n" for l in lines], filename)
+    _State.user_files.add(filename)

@@ -11,15 +11,17 @@ import _signal
 import posix
 import sys
 
-from .bound import _ModuleType, _modules
+from .arm import _arm
+from .bound import _real_import
 from .config import _fail, _load_config
-from .guard import _RG, _State, _hook, _plant_lines
+from .display import _display, _Outputs
+from .guard import _State
+from .jsonw import _dumps
 from .report import _Report
+from .session import _session, _take_stdin
 from .static import _static
 from .tracebacks import _print_exception
 from .venvsite import _site
-from .views import (_FORMATTER, _attrgetter, _guard_import_module,
-                    _guard_importlib_import, _methodcaller, _user_builtins)
 
 
 def _main():
@@ -31,54 +33,55 @@ def _main():
     # the report.
     cfg = _load_config(sys.argv)
     report = _Report(cfg.fd, cfg.max_lines)
-    if cfg.mode == "session":
-        _fail("mode session: not in this runner yet")
-    # The whole program, as bytes; the program then finds stdin at EOF.
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")
+    if cfg.mode == "session":
+        # The cells come on stdin: the runner keeps a private copy and the
+        # program gets /dev/null; then the preloads, then the cells
+        # (session.py).
+        cellfd = _take_stdin()
+        _preload(cfg)
+        _session(cfg, report, cellfd)
+    # The preloads before the program is read: a sandbox started ahead of
+    # its program has them done while it waits.
+    _preload(cfg)
+    # The whole program, as bytes; the program then finds stdin at EOF.
     src = sys.stdin.buffer.read()
     # The static check writes every violation and exactly one status line
     # before any of the program runs (guard.py, invariant 4); it exits on
     # violations and syntax errors.
-    code, lines = _static(cfg, report, src)
+    codes, lines = _static(cfg, report, src)
     if cfg.mode == "check":
         sys.exit(0)
-    _run(cfg, report, code, lines)
+    _run(cfg, report, codes, lines)
 
 
-def _run(cfg, report, code, lines):
+def _preload(cfg):
+    """Import the config's preload modules as the runner's own, before the
+    hook: the program finds them loaded, as after its own import. Go
+    checked that the allowlist allows each."""
+    for name in cfg.preload:
+        try:
+            _real_import(name)
+        except BaseException as e:
+            _fail("preload %s: %s: %s" % (name, type(e).__name__, e))
+
+
+def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
-    invariants 4 and 5: nothing of the program has run before this)."""
-    _State.cfg, _State.report, _State.lines = cfg, report, lines
-    _State.user_files = {cfg.filename}
-    _State.code_dirs = tuple(sorted(set(cfg.writable)))
-    # Guarded replacements that module views hand out for these attributes.
-    if cfg.allow is not None:
-        _State.subst.update({("importlib", "import_module"): _guard_import_module,
-                             ("importlib", "__import__"): _guard_importlib_import})
-    if cfg.strict:
-        _State.subst.update({("operator", "attrgetter"): _attrgetter,
-                             ("operator", "methodcaller"): _methodcaller,
-                             ("string", "Formatter"): _FORMATTER})
-    _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
-        {"object.__getattr__"} if cfg.strict else set())
-    _State.ub = _user_builtins(cfg)
-
-    # The program's module: its own builtins; registered as __main__, where
-    # pickle, dataclasses and typing look the program up.
-    main = _ModuleType("__main__")
-    main.__dict__["__builtins__"] = _State.ub
-    _RG["_runner_module"] = _modules["__main__"]  # keep the runner's module alive
-    _modules["__main__"] = main
-    sys.argv = [cfg.filename]
-    _plant_lines()  # now if linecache is loaded already, else when it is
-
-    # The hook last: it cannot be removed, and from here on every event is
-    # the program's.
-    sys.addaudithook(_hook)
+    invariants 4 and 5: nothing of the program has run before this), then
+    its displays when asked for (display.py), written as one outputs line
+    after the program."""
+    main = _arm(cfg, report, lines)
     _State.running = True
+    body, final = codes
     try:
-        exec(code, main.__dict__)
+        exec(body, main.__dict__)
+        if cfg.outputs:
+            out = _Outputs(cfg.max_output)
+            value = None if final is None else eval(final, main.__dict__)
+            _display(cfg, out, value, final is not None)
+            report.send(_dumps(out.line()))
     except SystemExit:
         raise
     except KeyboardInterrupt as e:

@@ -54,14 +54,26 @@ class _Report:
         text = ",".join(
             _esc(k) + ":" + (_esc(v) if isinstance(v, str) else str(int(v)))
             for k, v in pairs)
+        self.send("{" + text + "}")
+
+    def send(self, text):
+        """Write one line, text (ASCII JSON), whole: a write a signal
+        interrupts part way is resumed where it stopped."""
+        data = memoryview((text + "\n").encode("ascii"))
         try:
-            _write(self.fd, ("{" + text + "}\n").encode("ascii"))
+            while data:
+                data = data[_write(self.fd, data):]
         except OSError:
             pass  # telemetry: a closed reader must not break the program
 
     def violation(self, kind, name, line, col, detail):
         self.line((("kind", kind), ("name", name), ("line", line),
                    ("col", col), ("detail", detail)))
+
+    def restart(self):
+        """A new cell: its runtime lines are de-duplicated and capped anew."""
+        self.seen = set()
+        self.runtime = 0
 
     def full(self):
         """Whether the runtime lines reached the cap."""

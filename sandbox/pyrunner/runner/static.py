@@ -8,7 +8,7 @@ tests/test_static.py tests it without a sandbox."""
 import _ast
 import sys
 
-from .bound import _AST, _real_import
+from .bound import _AST, _call_method, _real_import
 
 # Names that hand out the interpreter's machinery (strict_attrs, static).
 HIDDEN_NAMES = frozenset(("__builtins__", "__loader__", "__spec__"))
@@ -29,13 +29,33 @@ CODEGEN_NAMES = frozenset((
 
 
 def _static(cfg, report, src):
-    """Parse, compile and check; return the code object or exit."""
+    """Modes run and check: _checked, then exit on violations or a syntax
+    error. Returns the code (body and final expression: _checked) and the
+    program's lines."""
+    status, codes, lines = _checked(cfg, report, src, cfg.outputs and cfg.mode == "run")
+    if status == "violations":
+        sys.exit(cfg.exit_policy)
+    if status == "syntax_error":
+        sys.exit(cfg.exit_syntax)
+    return codes, lines
+
+
+def _checked(cfg, report, src, split):
+    """Parse, compile and check src (bytes) as cfg.filename: write every
+    violation and exactly one status line, and the human summary on
+    stderr. Returns (status, codes, lines): status is "ok", "violations" or
+    "syntax_error"; codes, with "ok" only, is (body, final): with split and
+    a bare expression as the last statement (the display rule), final is
+    that expression compiled for eval and body the rest; otherwise final
+    is None."""
     try:
         if b"\0" in src:
             line = src.count(b"\n", 0, src.index(b"\0")) + 1
             raise SyntaxError("source code cannot contain null bytes",
                               (cfg.filename, line, 1, None))
         tree = compile(src, cfg.filename, "exec", _ast.PyCF_ONLY_AST)
+        # Compiled whole even when split: the compiler's own errors
+        # ('return' outside function) are the program's, wherever they are.
         code = compile(src, cfg.filename, "exec", dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError) as e:
         if not isinstance(e, SyntaxError):
@@ -46,7 +66,7 @@ def _static(cfg, report, src):
                      ("detail", "%s: %s" % (type(e).__name__, e.msg))))
         e.__traceback__ = None
         _real_import("traceback").print_exception(type(e), e, None)
-        sys.exit(cfg.exit_syntax)
+        return "syntax_error", None, None
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
@@ -56,18 +76,33 @@ def _static(cfg, report, src):
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
     if not found:
         report.line((("static", "ok"),))
-        return code, lines
+        return "ok", _split(tree, code, cfg.filename) if split else (code, None), lines
     report.line((("static", "violations"), ("count", len(found))))
-    w = sys.stderr.write
+
+    def w(text):
+        _call_method(sys.stderr, "write", text)
     w("nsbox: %s breaks the policy (%d violation%s); %s:\n" % (
         cfg.filename, len(found), "" if len(found) == 1 else "s",
-        "nothing was run" if cfg.mode == "run" else "checked only"))
+        "checked only" if cfg.mode == "check" else "nothing was run"))
     for line, col, kind, name, detail in found[:20]:
         w("  line %d, col %d: %s\n" % (line, _char_col(lines, line, col), detail))
     if len(found) > 20:
         w("  ... and %d more\n" % (len(found) - 20))
-    sys.stderr.flush()
-    sys.exit(cfg.exit_policy)
+    _call_method(sys.stderr, "flush")
+    return "violations", None, None
+
+
+def _split(tree, code, filename):
+    """The display rule, as a notebook has it: a last statement that is a
+    bare expression is evaluated for its value. Returns (body, final):
+    the statements before it, and it compiled for eval; (code, None) when
+    the last statement is anything else."""
+    if not tree.body or type(tree.body[-1]) is not _ast.Expr:
+        return code, None
+    last = tree.body.pop()
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    final = compile(_ast.Expression(last.value), filename, "eval", dont_inherit=True)
+    return body, final
 
 
 def _walk(tree):

@@ -1,9 +1,9 @@
 """Tracebacks as python prints them, without the runner's frames (told by
-their globals, _RG: guard.py, invariant 2)."""
+their globals, _RG and _PG: guard.py, invariants 2 and 7)."""
 
 import sys
 
-from .bound import _real_import
+from .bound import _PG, _as_program, _real_import
 from .guard import _RG
 
 
@@ -13,7 +13,8 @@ def _strip(exc, seen):
         seen.add(id(exc))
         kept, tb = [], exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_globals is not _RG:
+            g = tb.tb_frame.f_globals
+            if g is not _RG and g is not _PG:
                 kept.append(tb)
             tb = tb.tb_next
         for a, b in zip(kept, kept[1:] + [None]):
@@ -33,5 +34,11 @@ def _print_exception(exc):
     if hook is sys.__excepthook__:
         _real_import("traceback").print_exception(type(exc), exc, exc.__traceback__)
     else:
-        hook(type(exc), exc, exc.__traceback__)
-    sys.stderr.flush()
+        _as_program(hook, type(exc), exc, exc.__traceback__)
+    _as_program(sys.stderr.flush)
+
+
+def _format_exception(exc):
+    """The traceback text of exc (stripped by _print_exception first), as
+    traceback prints it."""
+    return "".join(_real_import("traceback").format_exception(type(exc), exc, exc.__traceback__))

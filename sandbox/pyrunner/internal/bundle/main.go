@@ -37,11 +37,15 @@ var order = []string{
 	"paths",      // abspath and realpath without os
 	"config",     // the config argument, EXIT_RUNNER
 	"report",     // the report channel
+	"jsonw",      // a JSON writer for the report's nested lines
 	"static",     // the static check
 	"venvsite",   // site's work for nsbox's venv
 	"guard",      // the audit hook and the checks; the invariants
 	"views",      // what the program is handed: __import__, stubs, module views
 	"tracebacks", // tracebacks without the runner's frames
+	"arm",        // arming the guard before the program
+	"display",    // display outputs: a final expression's value, figures
+	"session",    // session mode: cells on stdin, one __main__
 	"main",       // the phases in order, and the entry point
 }
 
