@@ -23,6 +23,52 @@ type want struct {
 // it follows the attempt, to prove the attempt raised.
 func TestBypassAttempts(t *testing.T) {
 	requirePython(t)
+	for _, tc := range bypassCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "canary")
+			prog := strings.ReplaceAll(tc.prog, "{CANARY}", strconv.Quote(path))
+			r := runProgram(t, tc.cfg, prog, dir)
+			if r.exit != tc.exit || r.report.Static != tc.static {
+				t.Fatalf("exit %d, static %q; want %d, %q\n%s", r.exit, r.report.Static, tc.exit, tc.static, r)
+			}
+			for _, w := range tc.want {
+				if !hasViolation(r.report, w) {
+					t.Errorf("no violation %+v\n%s", w, r)
+				}
+			}
+			if tc.static == StaticViolations && (r.report.Count != len(r.report.StaticViolations()) ||
+				r.report.Count != len(tc.want)) {
+				t.Errorf("count %d, %d static lines, want %d\n%s",
+					r.report.Count, len(r.report.StaticViolations()), len(tc.want), r)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q\n%s", tc.stderr, r)
+			}
+			if _, err := os.Stat(path); (err == nil) != tc.ran {
+				t.Errorf("canary exists: %v, want %v\n%s", err == nil, tc.ran, r)
+			}
+			assertNoRunnerFrames(t, r.stderr)
+		})
+	}
+}
+
+// bypassCase is one attempt: the program ({CANARY} as in
+// TestBypassAttempts) under cfg, and what must come of it.
+type bypassCase struct {
+	name   string
+	cfg    Config
+	prog   string
+	exit   int
+	static string
+	want   []want
+	stderr string // a substring of stderr
+	ran    bool   // whether the canary must exist
+}
+
+// bypassCases are the known routes around an import allowlist.
+func bypassCases() []bypassCase {
 	strict := strictConfig()
 	// Imports checked at run time, builtins all there: what exec'd code meets.
 	noBuiltinDenial := Config{Mode: ModeRun, Allow: StrictAllow}
@@ -32,16 +78,7 @@ func TestBypassAttempts(t *testing.T) {
 		DenyEvents: DefaultDenyEvents}
 
 	const canary = "open({CANARY}, \"w\").write(\"ran\")\n"
-	cases := []struct {
-		name   string
-		cfg    Config
-		prog   string
-		exit   int
-		static string
-		want   []want
-		stderr string // a substring of stderr
-		ran    bool   // whether the canary must exist
-	}{
+	return []bypassCase{
 		// Static: each stops the program before its first line.
 		{"import os", strict, canary + "import os\nos.system('true')\n",
 			ExitPolicyViolation, StaticViolations, []want{{"import", "os", 2, false}}, "import of 'os'", false},
@@ -139,35 +176,6 @@ func TestBypassAttempts(t *testing.T) {
 			"d = {}\nm = __import__('sock' + chr(101) + 't', d, d, [], 0)\n" + canary,
 			1, StaticOK, []want{{"import", "socket", 2, true}}, "ImportError", false},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			path := filepath.Join(dir, "canary")
-			prog := strings.ReplaceAll(tc.prog, "{CANARY}", strconv.Quote(path))
-			r := runProgram(t, tc.cfg, prog, dir)
-			if r.exit != tc.exit || r.report.Static != tc.static {
-				t.Fatalf("exit %d, static %q; want %d, %q\n%s", r.exit, r.report.Static, tc.exit, tc.static, r)
-			}
-			for _, w := range tc.want {
-				if !hasViolation(r.report, w) {
-					t.Errorf("no violation %+v\n%s", w, r)
-				}
-			}
-			if tc.static == StaticViolations && (r.report.Count != len(r.report.StaticViolations()) ||
-				r.report.Count != len(tc.want)) {
-				t.Errorf("count %d, %d static lines, want %d\n%s",
-					r.report.Count, len(r.report.StaticViolations()), len(tc.want), r)
-			}
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr lacks %q\n%s", tc.stderr, r)
-			}
-			if _, err := os.Stat(path); (err == nil) != tc.ran {
-				t.Errorf("canary exists: %v, want %v\n%s", err == nil, tc.ran, r)
-			}
-			assertNoRunnerFrames(t, r.stderr)
-		})
-	}
 }
 
 func hasViolation(rep Report, w want) bool {
@@ -175,4 +183,83 @@ func hasViolation(rep Report, w want) bool {
 		return v.Kind == w.kind && v.Name == w.name && v.Runtime == w.runtime &&
 			(w.line == 0 || v.Line == w.line) && v.Detail != ""
 	})
+}
+
+// TestBypassSession runs every bypass attempt as a cell of a session
+// (after a first cell, so the guard has been armed for a while), then
+// once more split across two cells where it has a runtime part: what
+// comes before the refused line in one cell, the rest in the next, so
+// that state from an earlier cell is used in a later one. Each time the
+// session must go on.
+func TestBypassSession(t *testing.T) {
+	requirePython(t)
+	for _, tc := range bypassCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "canary")
+			prog := strings.ReplaceAll(tc.prog, "{CANARY}", strconv.Quote(path))
+			s := startSession(t, tc.cfg, dir)
+			wantStatus(t, s.run("pass"), CellOK)
+			checkBypassCell(t, tc, s.run(prog), path, 0)
+			wantStatus(t, s.run("print('next')"), CellOK)
+
+			first, cut := 0, 0
+			for _, w := range tc.want {
+				if first == 0 || w.line != 0 && w.line < first {
+					first = w.line
+				}
+			}
+			lines := strings.SplitAfter(prog, "\n")
+			// The last top-level statement that starts before the refused line.
+			for k := first - 1; tc.static == StaticOK && k > 0; k-- {
+				if lines[k] != "" && lines[k][0] != ' ' {
+					cut = k
+					break
+				}
+			}
+			if cut == 0 {
+				return
+			}
+			t.Logf("split before line %d", cut+1)
+			os.Remove(path)
+			s = startSession(t, tc.cfg, dir)
+			c := s.run(strings.Join(lines[:cut], ""))
+			if c.Status != CellOK || len(c.violations) != 0 {
+				t.Fatalf("first half:\n%s\n%s", strings.Join(lines[:cut], ""), c)
+			}
+			checkBypassCell(t, tc, s.run(strings.Join(lines[cut:], "")), path, cut)
+			wantStatus(t, s.run("print('next')"), CellOK)
+		})
+	}
+}
+
+// checkBypassCell checks a cell against tc as TestBypassAttempts checks a
+// run, the exit code read as the cell's status; the wanted lines are
+// shift lines later in the cell than in tc.prog.
+func checkBypassCell(t *testing.T, tc bypassCase, c cellRun, canary string, shift int) {
+	t.Helper()
+	status := map[int]string{0: CellOK, 1: CellError, ExitPolicyViolation: CellPolicyViolation}[tc.exit]
+	if c.Status != status || c.static == nil || c.static.Status != tc.static {
+		t.Fatalf("status %q, want %q (static %q)\n%s", c.Status, status, tc.static, c)
+	}
+	rep := Report{Violations: c.violations}
+	for _, w := range tc.want {
+		if w.line != 0 {
+			w.line -= shift
+		}
+		if !hasViolation(rep, w) {
+			t.Errorf("no violation %+v\n%s", w, c)
+		}
+	}
+	if tc.static == StaticViolations && (c.static.Count != len(c.violations) || c.static.Count != len(tc.want)) {
+		t.Errorf("count %d, %d static lines, want %d\n%s", c.static.Count, len(c.violations), len(tc.want), c)
+	}
+	if !strings.Contains(c.stderr, tc.stderr) {
+		t.Errorf("stderr lacks %q\n%s", tc.stderr, c)
+	}
+	if _, err := os.Stat(canary); (err == nil) != tc.ran {
+		t.Errorf("canary exists: %v, want %v\n%s", err == nil, tc.ran, c)
+	}
+	assertNoRunnerFrames(t, c.stderr)
 }

@@ -1,7 +1,8 @@
 // Package pyrunner holds the Python runner nsbox starts inside the sandbox,
 // and the Go side of its protocol: the command line (Argv), the
-// config, the compiled form (Compile, CompiledPath) and the parser for the
-// violations it reports (ParseReport).
+// config, the compiled form (Compile, CompiledPath), the parser for the
+// violations it reports (ParseReport), and for sessions the cell frames
+// (EncodeCell) and the event reader (NewSessionReader).
 //
 // The runner is the fourth layer of a run and its telemetry: it checks the
 // program's imports and builtins against the policy before anything runs,
@@ -19,11 +20,15 @@
 //	paths.py       abspath and realpath without os
 //	config.py      the config argument; EXIT_RUNNER
 //	report.py      the report channel
+//	jsonw.py       a JSON writer for the report's nested lines
 //	static.py      the static check
 //	venvsite.py    site's work for nsbox's venv (the interpreter runs with -S)
 //	guard.py       the audit hook and the run-time checks; the invariants
 //	views.py       what the program is handed: __import__, stubs, module views
 //	tracebacks.py  tracebacks without the runner's frames
+//	arm.py         arming the guard before the program (a run, a session)
+//	display.py     display outputs: a final expression's value, figures
+//	session.py     session mode: cells on stdin, one __main__
 //	main.py        the steps of a run, in order
 //
 // `go generate` (internal/bundle) joins them into runner.py, embedded as
@@ -80,6 +85,72 @@
 // death by SIGINT for KeyboardInterrupt, as python does; ExitRunnerError
 // when the config or the report fd is unusable, which is the supervisor's
 // bug. In mode "check" the runner stops after the status line.
+//
+// Config.Preload names modules the runner imports as its own before the
+// hook is armed (mode run: before it reads the program; mode session:
+// before the first cell); each must be allowed (Validate, and the runner
+// again). The program finds them loaded, as after its own import of them.
+//
+// # Display outputs
+//
+// With Config.Outputs, after the program (mode run) or each cell (mode
+// session), the runner collects what a notebook would show: when the last
+// statement is a bare expression (compiled apart, for eval) and its value
+// is not None, {"type":"text/html","data":value._repr_html_()} if its type
+// has _repr_html_, then {"type":"text/plain","data":repr(value)}; then,
+// if matplotlib.pyplot is loaded, every open figure as
+// {"type":"image/png","data":<base64>}, and the figures are closed. The
+// runner calls the program's objects from a frame of the program's
+// (guard.py, invariant 7): they run and are checked as the program, and
+// what they raise is the program's. The encoded outputs are capped at
+// Config.MaxOutputBytes: the first output past it and the rest are
+// dropped, and truncated is set. Mode run writes them after the program,
+// as one line (Report.Outputs):
+//
+//	{"kind":"outputs","outputs":[{"type":"text/plain","data":"42"}],"truncated":false}
+//
+// # Session mode
+//
+// In ModeSession the runner reads cells, not a program, from stdin: it
+// keeps a close-on-exec copy of fd 0 for itself (the open check refuses
+// it to the program, as the report pipe) and puts /dev/null on fd 0 (the
+// program's stdin is at EOF, as in a run); it preloads, arms the guard
+// once (the program's __main__ then lives as long as the session:
+// variables, functions, imports, open files), writes {"kind":"ready"},
+// and reads frames, EncodeCell's: "CELL <n> <length>\n" and length bytes
+// of source, at most MaxCellBytes. End of input between frames: exit 0
+// (the program's atexit handlers and threads end as at a run's end). A
+// malformed frame: ExitRunnerError. For each cell:
+//
+//	{"kind":"cell-start","n":N}
+//	violation lines and one status line, as a run's static check; the
+//	    cell is named "<cell N>" in tracebacks; nothing exits
+//	runtime violation lines (their cap and de-duplication restart per cell)
+//	{"kind":"cell","n":N,"status":S,"exit_code":K,"outputs":[...],"truncated":false,
+//	 "exception":{"name":"ZeroDivisionError","value":"division by zero","traceback":"..."}}
+//
+// S is CellOK, CellError (an uncaught exception, printed on stderr as a
+// run prints it, with exception; or SystemExit with a non-zero code),
+// CellInterrupted (KeyboardInterrupt: SIGINT, forwarded by the sandbox's
+// reaper, ends the cell; between cells SIGINT is ignored, and a cell runs
+// with the program's own SIGINT handler, Python's default at first),
+// CellPolicyViolation or CellSyntaxError (nothing of the cell ran).
+// exit_code is there when SystemExit ended the cell: the code a process
+// would exit with (None 0, an integer its low byte, else 1 with the
+// value on stderr); the session goes on, as in IPython. Each exception
+// field is clipped to 64 KiB encoded (the traceback keeps its end). The
+// runner flushes sys.stdout and sys.stderr before the cell line, so all
+// the cell's output precedes it in the pipes; output of the program's
+// threads after that is the next cell's.
+//
+// SessionReader returns these as events (Ready, CellStart, Violation,
+// Static, Cell) and bounds every line (Config.MaxLine). Everything on the
+// report is written by the sandboxed process: in a session the program's
+// earlier cells (a thread, a signal handler) may write it at any time
+// where the policy allows os, so from the first cell on every line,
+// status lines included, is the program's word. A caller decides
+// timeout, memory_limit and killed itself; those outrank what the report
+// says, and a forged cell line can only end the program's own cell early.
 //
 // # What the runner enforces
 //
@@ -161,6 +232,12 @@
 //   - importlib.machinery can load native code the program wrote itself;
 //     Python has no audit event for it. The allowlists keep importlib out of
 //     strict.
+//   - A program's callable that is not Python code (functools.partial of
+//     a builtin, a builtin as a method) runs as its caller: called by a
+//     library (json's object_hook, traceback printing to a sys.stderr the
+//     program replaced), its events are taken for the library's. The
+//     runner never calls the program's objects from its own frames
+//     (invariant 7).
 //
 // The runner's invariants, and what breaks if one goes, open runner/guard.py.
 // The tests in this package run the real /usr/bin/python3.11 on the host

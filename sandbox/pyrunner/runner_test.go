@@ -416,6 +416,12 @@ func TestRunnerConfigErrors(t *testing.T) {
 		{"max_violation_lines", 0, "max_violation_lines"},
 		{"exit_policy_violation", 256, "exit_policy_violation"},
 		{"strict_attrs", "yes", "strict_attrs"},
+		{"outputs", nil, "missing config keys: outputs"},
+		{"outputs", 1, "outputs: want a boolean"},
+		{"preload", json.RawMessage("null"), "preload: want a list"},
+		{"preload", []string{"os path"}, "preload: 'os path' is not a module name"},
+		{"preload", []string{"json"}, "preload: nothing runs in mode check"},
+		{"max_output_bytes", 0, "max_output_bytes"},
 	} {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(good), &m); err != nil {

@@ -39,6 +39,15 @@ const lineSlack = 4*maxExceptionField + 64<<10
 // lineLimit bounds a report line that may carry outputs capped at max.
 func lineLimit(max int64) int { return int(max) + lineSlack }
 
+// MaxLine is the longest report line the runner writes under c: a
+// reader of the report must allow this much for one line.
+func (c Config) MaxLine() int {
+	if c.Outputs || c.Mode == ModeSession {
+		return lineLimit(c.maxOutputBytes())
+	}
+	return maxLine
+}
+
 // EncodeCell returns the frame that hands cell n, src, to a runner in
 // ModeSession on its stdin: the ASCII header "CELL <n> <length>\n", then
 // exactly length bytes of source (UTF-8, or with a coding cookie, as a

@@ -167,7 +167,7 @@ func (sb *Sandbox) Prepare() error {
 	if pl.Runner.Mode == pyrunner.ModeSession {
 		sb.repR = reportR // read as events once started (Start)
 	} else {
-		sb.rep = readReport(reportR)
+		sb.rep = readReport(reportR, reportCap(sb.o.Plan.Runner))
 	}
 	sb.r.Sandbox = sb.active()
 	tr.Mark("start init")

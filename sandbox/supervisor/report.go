@@ -11,25 +11,33 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// maxReport bounds what the supervisor keeps of the runner's report; a
-// program that floods the pipe (it is inherited) cannot grow the
-// supervisor past it.
+// maxReport bounds what the supervisor keeps of the runner's report,
+// besides one line of display outputs (reportCap); a program that floods
+// the pipe (it is inherited) cannot grow the supervisor past it.
 const maxReport = 1 << 20
 
+// reportCap is what the supervisor keeps of a report under cfg.
+func reportCap(cfg pyrunner.Config) int64 {
+	if !cfg.Outputs {
+		return maxReport
+	}
+	return maxReport + int64(cfg.MaxLine())
+}
+
 // reportReader drains the runner's report pipe while the program runs, so
-// the runner never blocks on it, keeping at most maxReport bytes.
+// the runner never blocks on it, keeping at most reportCap bytes.
 type reportReader struct {
 	r    *os.File
 	buf  bytes.Buffer
 	done sync.WaitGroup
 }
 
-func readReport(r *os.File) *reportReader {
+func readReport(r *os.File, max int64) *reportReader {
 	rr := &reportReader{r: r}
 	rr.done.Add(1)
 	go func() {
 		defer rr.done.Done()
-		io.Copy(&rr.buf, io.LimitReader(r, maxReport))
+		io.Copy(&rr.buf, io.LimitReader(r, max))
 		io.Copy(io.Discard, r) // keep draining past the cap
 	}()
 	return rr
@@ -57,6 +65,7 @@ func (rr *reportReader) finish() (pyrunner.Report, error) {
 //     violations listed (a program that caught the refusal and went on).
 func applyReport(r *result.Result, rep pyrunner.Report) {
 	recordViolations(r, rep)
+	r.Outputs, r.OutputsTruncated = rep.Outputs, rep.OutputsTruncated
 	switch {
 	case rep.Static == pyrunner.StaticViolations:
 		r.Status = result.StatusPolicyViolation

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"syscall"
@@ -205,6 +206,18 @@ func TestApplyReport(t *testing.T) {
 		if r.Status != tc.want || len(r.Violations) != len(tc.rep.Violations) {
 			t.Errorf("%s: status %s with %d violations, want %s with %d", tc.name, r.Status, len(r.Violations), tc.want, len(tc.rep.Violations))
 		}
+	}
+	outs := []result.Output{{Type: result.OutputText, Data: "42"}}
+	r := &result.Result{Status: result.StatusOK, ExitCode: &zero}
+	applyReport(r, pyrunner.Report{Static: pyrunner.StaticOK, Outputs: outs, OutputsTruncated: true})
+	if !reflect.DeepEqual(r.Outputs, outs) || !r.OutputsTruncated {
+		t.Errorf("outputs %+v truncated %v, want the report's", r.Outputs, r.OutputsTruncated)
+	}
+	if c := reportCap(pyrunner.Config{}); c != maxReport {
+		t.Errorf("report cap without outputs %d, want %d", c, maxReport)
+	}
+	if c := reportCap(pyrunner.Config{Outputs: true, MaxOutputBytes: 8 << 20}); c < maxReport+8<<20 {
+		t.Errorf("report cap with 8 MiB of outputs %d: a whole outputs line must fit", c)
 	}
 	runnerBug := pyrunner.ExitRunnerError
 	if err := runnerFailed(&result.Result{ExitCode: &runnerBug, Stderr: "bad config"}, pyrunner.Report{}); err == nil || !strings.Contains(err.Error(), "bad config") {

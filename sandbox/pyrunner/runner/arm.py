@@ -9,9 +9,13 @@ from .guard import _RG, _State, _add_source, _hook, _plant_lines
 from .views import (_FORMATTER, _attrgetter, _guard_import_module,
                     _guard_importlib_import, _methodcaller, _user_builtins)
 
-# The function _as_program calls through (bound.py): compiled here, before
-# the hook, into _PG, so its frames run with the program's builtins.
-PROGRAM_CALL = "def call(f, /, *args, **kwargs):\n    return f(*args, **kwargs)\n"
+
+
+def _program_call(f, /, *args, **kwargs):
+    """The code of the function _as_program calls through (bound.py): _arm
+    makes a function of it with _PG as globals, so that its frames run
+    with the program's builtins (no compile at start-up)."""
+    return f(*args, **kwargs)
 
 
 def _arm(cfg, report, lines):
@@ -35,7 +39,7 @@ def _arm(cfg, report, lines):
         {"object.__getattr__"} if cfg.strict else set())
     _State.ub = _user_builtins(cfg)
     _PG["__builtins__"] = _State.ub
-    exec(compile(PROGRAM_CALL, "<nsbox>", "exec", dont_inherit=True), _PG)
+    _PG["call"] = type(_program_call)(_program_call.__code__, _PG, "call")
 
     # The program's module: its own builtins; registered as __main__, where
     # pickle, dataclasses and typing look the program up.

@@ -36,12 +36,12 @@ def _session(cfg, report, cellfd):
     # Between cells SIGINT is ignored: an interrupt meant for a cell that
     # just ended must not end the next, nor the runner. A cell runs with
     # the program's own SIGINT handling (Python's default at first).
-    handler = _quiet_sigint()
+    _quiet()
     while True:
         cell = _read_cell(cellfd)
         if cell is None:
             sys.exit(0)  # the caller closed the session
-        handler = _cell(cfg, report, main, cell[0], cell[1], handler)
+        _cell(cfg, report, main, cell[0], cell[1])
 
 
 def _take_stdin():
@@ -104,9 +104,8 @@ def _read_cell(fd):
     return n, b"".join(chunks)
 
 
-def _cell(cfg, report, main, n, src, handler):
-    """Check and run one cell, then write its line; return the program's
-    SIGINT handler as the cell left it."""
+def _cell(cfg, report, main, n, src):
+    """Check and run one cell, then write its line."""
     report.send(_dumps({"kind": "cell-start", "n": n}))
     # Each cell is its own file in tracebacks and linecache, and gets its
     # own violation cap and de-duplication.
@@ -121,12 +120,12 @@ def _cell(cfg, report, main, n, src, handler):
             _State.lines = lines
             _add_source(cfg.filename, lines)
             _plant_lines()
-            handler = _run_cell(cfg, main, codes, out, line, handler)
+            _run_cell(cfg, main, codes, out, line)
     except BaseException as e:
         # Only a program's signal handler raising into the runner's own
         # steps gets here: the cell's error, as if raised in it.
-        handler = _failed(e, line)
-    handler = _quiet_sigint()  # again: an interrupt may have cut _run_cell short
+        _failed(e, line)
+    _quiet()  # again: an interrupt may have cut _run_cell's short
     # Everything the cell wrote reaches the pipes before its line does.
     for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
         try:
@@ -135,22 +134,21 @@ def _cell(cfg, report, main, n, src, handler):
             pass
     line["outputs"], line["truncated"] = out.items, out.truncated
     report.send(_dumps(line))
-    return handler
 
 
-def _run_cell(cfg, main, codes, out, line, handler):
+def _run_cell(cfg, main, codes, out, line):
     """Run the checked cell and its displays with the program's SIGINT
     handling; fill line's status, exit code and exception."""
     body, final = codes
     try:
         try:
-            _signal.signal(_signal.SIGINT, handler)
+            _loud()
             exec(body, main.__dict__)
             value = None if final is None else eval(final, main.__dict__)
             if cfg.outputs:
                 _display(cfg, out, value, final is not None)
         finally:
-            handler = _quiet_sigint()
+            _quiet()
     except KeyboardInterrupt as e:
         line["status"] = "interrupted"
         _print_quietly(e)
@@ -161,20 +159,18 @@ def _run_cell(cfg, main, codes, out, line, handler):
         line["status"], line["exit_code"] = "ok" if code == 0 else "error", code
     except BaseException as e:
         _failed(e, line)
-    return handler
 
 
 def _failed(e, line):
     """An uncaught exception: printed as a run prints it, and described in
-    the cell's line. Returns the SIGINT handler (ignored from here on)."""
-    handler = _quiet_sigint()
+    the cell's line."""
+    _quiet()
     line["status"] = "error"
     _print_quietly(e)
     line["exception"] = {
         "name": _clip(_text("?", getattr, type(e), "__name__"), EXCEPTION_MAX),
         "value": _clip(_text("<str() failed>", str, e), EXCEPTION_MAX),
         "traceback": _clip(_text("", _format_exception, e), EXCEPTION_MAX, tail=True)}
-    return handler
 
 
 def _text(fallback, f, *args):
@@ -209,14 +205,31 @@ def _exit_code(e):
     return 1
 
 
-def _quiet_sigint():
-    """Ignore SIGINT from here; return the handler it had (the program's,
-    or Python's default when none is a Python callable). An exception a
-    handler raises meanwhile is dropped: this must happen."""
+class _Sigint:
+    """The program's SIGINT handler while the runner ignores SIGINT."""
+    handler = _signal.default_int_handler
+    quiet = False
+
+
+def _quiet():
+    """Ignore SIGINT, keeping the program's handler for the next cell.
+    Idempotent, and it must happen: an exception a signal handler raises
+    meanwhile is dropped and the step retried (before SIG_IGN is set
+    nothing has changed; after, no KeyboardInterrupt can come)."""
     while True:
         try:
-            h = _signal.getsignal(_signal.SIGINT)
+            if not _Sigint.quiet:
+                _Sigint.handler = _signal.getsignal(_signal.SIGINT)
+                _Sigint.quiet = True
             _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
-            return _signal.default_int_handler if h is None else h
+            return
         except BaseException:
             continue
+
+
+def _loud():
+    """The program's SIGINT handling back, for a cell (None, a handler set
+    from C, is Python's default). An interrupt right after is the cell's."""
+    h = _Sigint.handler
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler if h is None else h)
+    _Sigint.quiet = False
