@@ -104,8 +104,10 @@ func (e *sessionEnv) noLeftovers(t *testing.T) {
 	for len(sandboxProcesses(t)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if left := sandboxProcesses(t); len(left) > 0 {
-		t.Errorf("sandbox processes left: %v", left)
+	for _, pid := range sandboxProcesses(t) {
+		status, _ := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		t.Errorf("sandbox process left: %s %q\n%s", pid, cmdline, status)
 	}
 }
 
@@ -394,6 +396,7 @@ func TestSessionsConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := e.open(t, "default", 0, nil)
+			defer s.Close()
 			steps := []struct {
 				code   string
 				status result.Status

@@ -218,8 +218,8 @@ func (s *Session) Run(ctx context.Context, code []byte, timeout time.Duration) (
 		s.idle.Reset(s.o.IdleTimeout)
 	}
 	s.mu.Unlock()
-	if ended { // tear down now: nothing of a dead session is kept
-		go s.Close()
+	if ended { // torn down before its last cell returns: nothing of it is kept
+		s.Close()
 	}
 	if r == nil {
 		return nil, ErrClosed
