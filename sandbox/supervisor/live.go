@@ -44,7 +44,7 @@ const StopGrace = 2 * time.Second
 // drained: only a program still writing from a background thread or
 // process makes it wait that long, and its output past the cut goes to
 // the next cell.
-const cutWait = 250 * time.Millisecond
+const cutWait = 500 * time.Millisecond
 
 // signalSettle is how long a cell waits after a SIGINT sent during the
 // previous cell or between cells, so that the reaper has passed it on
@@ -92,10 +92,11 @@ func (sb *Sandbox) Start(ctx context.Context) error {
 	if sb.state != prepared {
 		panic("bug: supervisor: Start without Prepare, or after Execute")
 	}
-	sb.state = executed
 	if sb.o.Plan.Runner.Mode != pyrunner.ModeSession {
-		return sb.fail("start", fmt.Errorf("the plan's runner is in mode %q, not %q", sb.o.Plan.Runner.Mode, pyrunner.ModeSession))
+		sb.Abort(result.StepError("start", fmt.Errorf("the plan's runner is in mode %q, not %q", sb.o.Plan.Runner.Mode, pyrunner.ModeSession)))
+		return sb.err
 	}
+	sb.state = executed
 	pl, tr, l := sb.o.Plan, sb.o.Trace, sb.l
 	lv := &live{
 		stop:   &stopper{proc: l.cmd.Process, done: make(chan struct{})},
