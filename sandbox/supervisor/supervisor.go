@@ -14,7 +14,9 @@
 //	sb.Execute(ctx, code)       // the program runs, is stopped or fails
 //	out := sb.Finish()          // teardown; the result and the stats
 //
-// (sb.Abort(err) instead of Execute: the program will not run.) Both
+// (sb.Abort(err) instead of Execute: the program will not run; sb.Start
+// instead for a session, whose cells RunCell runs one at a time: live.go.)
+// Both
 // Prepare and Execute are checklists: named steps in order, each with its
 // why; the step names are the result's error steps and the trace's
 // phases. What a step creates on the host is pushed on the sandbox's
@@ -81,7 +83,8 @@ type Outcome struct {
 }
 
 // Sandbox is one run, from New to Finish. Its methods are called in that
-// order, from one goroutine at a time.
+// order, from one goroutine at a time; but for a session's Interrupt,
+// Kill, Stop, Ended and Files, which may be called during a cell.
 type Sandbox struct {
 	o     Options
 	r     *result.Result
