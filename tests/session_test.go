@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/plan"
@@ -424,4 +428,38 @@ func TestSessionsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	e.noLeftovers(t)
+}
+
+// TestSessionDatasci: a pandas session as an agent runs one: state
+// persists, a DataFrame comes back as HTML and text, a figure shown
+// with plt.show() as a PNG that decodes, and the next cell starts with
+// no figure open.
+func TestSessionDatasci(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(rootsDir(), "datasci", ".nsbox")); err != nil {
+		mustwork.Skip(t, "datasci root not built (make datasci): %v", err)
+	}
+	e := newSessionEnv(t)
+	s := e.open(t, "datasci", 0, nil)
+	cell(t, s, "import pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.DataFrame({'x': range(1000), 'y': [i * i for i in range(1000)]})", 0, result.StatusOK)
+	r := cell(t, s, "df.describe()", 0, result.StatusOK)
+	if len(r.Outputs) != 2 || r.Outputs[0].Type != result.OutputHTML || !strings.Contains(r.Outputs[0].Data, "<table") ||
+		r.Outputs[1].Type != result.OutputText || !strings.Contains(r.Outputs[1].Data, "count") {
+		t.Errorf("describe outputs: %+v", r.Outputs)
+	}
+	r = cell(t, s, "plt.plot(df.x, df.y)\nplt.show()", 0, result.StatusOK)
+	if len(r.Outputs) != 1 || r.Outputs[0].Type != result.OutputPNG {
+		t.Fatalf("figure outputs: %d, %+v", len(r.Outputs), r.Outputs)
+	}
+	b, err := base64.StdEncoding.DecodeString(r.Outputs[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() < 100 {
+		t.Errorf("the figure does not decode as a PNG: %v", err)
+	}
+	r = cell(t, s, "print(len(df), len(plt.get_fignums()))", 0, result.StatusOK)
+	if r.Stdout != "1000 0\n" || len(r.Outputs) != 0 {
+		t.Errorf("the next cell: %q, outputs %+v", r.Stdout, r.Outputs)
+	}
 }
