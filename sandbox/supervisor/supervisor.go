@@ -16,10 +16,9 @@
 //
 // (sb.Abort(err) instead of Execute: the program will not run; sb.Start
 // instead for a session, whose cells RunCell runs one at a time: live.go.)
-// Both
-// Prepare and Execute are checklists: named steps in order, each with its
-// why; the step names are the result's error steps and the trace's
-// phases. What a step creates on the host is pushed on the sandbox's
+// Both Prepare and Execute are checklists: named steps in order, each
+// with its why; the step names are the result's error steps and the
+// trace's phases. What a step creates on the host is pushed on the sandbox's
 // cleanup stack, which Finish unwinds.
 //
 // Killing a run kills its PID namespace's init (the program, PID 1
