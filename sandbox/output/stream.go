@@ -7,6 +7,9 @@
 // the supervisor kills it. The supervisor's memory therefore stays bounded by
 // the limit plus one read buffer, whatever the program writes; and by one
 // read buffer and a head when the output is passed on (KeepOnly).
+//
+// A session's streams are cut into segments, one per cell, each with its
+// own limit (segment.go).
 package output
 
 import (
@@ -45,8 +48,18 @@ type Stream struct {
 	kept []byte // cap(kept) never exceeds keepMax
 
 	truncated atomic.Bool
+	limited   atomic.Bool // onLimit was called
 	total     atomic.Int64
 	teeErr    atomic.Pointer[error]
+
+	// The current segment (Cut), under mu: base is Total when it began.
+	// conn, idle and ended are CopyPipe's: its pipe, whether it found
+	// the pipe empty and waits for more, whether it returned.
+	base  int64
+	conn  syscall.RawConn
+	idle  bool
+	ended bool
+	kick  chan struct{} // a token when idle or ended is set
 }
 
 // NewStream returns a Stream keeping at most limit bytes (a negative limit is
@@ -56,7 +69,7 @@ type Stream struct {
 // the reading goroutine, when the first byte past the limit arrives.
 func NewStream(limit int64, tee io.Writer, onLimit func()) *Stream {
 	limit = max(limit, 0)
-	return &Stream{limit: limit, keepMax: limit, tee: tee, onLimit: onLimit}
+	return &Stream{limit: limit, keepMax: limit, tee: tee, onLimit: onLimit, kick: make(chan struct{}, 1)}
 }
 
 // KeepOnly makes the Stream keep only the first n of the bytes under its
@@ -120,14 +133,17 @@ func (s *Stream) Copy(r io.Reader) error {
 // returns the part of p under the limit (what is passed on). It calls
 // onLimit the first time a byte is dropped.
 func (s *Stream) take(p []byte) []byte {
-	seen := s.total.Add(int64(len(p))) - int64(len(p))
-	fit := p[:max(min(int64(len(p)), s.limit-seen), 0)]
 	s.mu.Lock()
+	seen := s.total.Add(int64(len(p))) - int64(len(p)) - s.base
+	fit := p[:max(min(int64(len(p)), s.limit-seen), 0)]
 	if room := s.keepMax - int64(len(s.kept)); room > 0 {
 		s.kept = grow(s.kept, fit[:min(int64(len(fit)), room)], s.keepMax)
 	}
+	if len(fit) < len(p) {
+		s.truncated.Store(true)
+	}
 	s.mu.Unlock()
-	if len(fit) < len(p) && s.truncated.CompareAndSwap(false, true) && s.onLimit != nil {
+	if len(fit) < len(p) && s.onLimit != nil && s.limited.CompareAndSwap(false, true) {
 		s.onLimit()
 	}
 	return fit
@@ -179,7 +195,8 @@ func (s *Stream) TeeError() error {
 	return nil
 }
 
-// Truncated reports whether a byte past the limit was seen.
+// Truncated reports whether a byte past the limit was seen (in the
+// current segment, after a Cut).
 func (s *Stream) Truncated() bool { return s.truncated.Load() }
 
 // Total returns the number of bytes seen, kept or not.

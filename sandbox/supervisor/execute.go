@@ -175,7 +175,9 @@ func (sb *Sandbox) Abort(err error) {
 	sb.fail("abort", err)
 	(&stopper{proc: sb.l.cmd.Process, done: make(chan struct{})}).stop("", "", "")
 	sb.l.wait()
-	sb.rep.finish()
+	if sb.rep != nil { // a session's report pipe is closed by the cleanup stack
+		sb.rep.finish()
+	}
 }
 
 // callerGone is the reason of a run stopped because nsbox could not write

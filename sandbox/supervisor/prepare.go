@@ -164,7 +164,11 @@ func (sb *Sandbox) Prepare() error {
 	// (the report pipe's EOF must come only from the sandbox's side).
 	closeAll(rootMnt, ws.mnt, reportW)
 	closeAll(tasks...)
-	sb.rep = readReport(reportR, reportCap(sb.o.Plan.Runner))
+	if pl.Runner.Mode == pyrunner.ModeSession {
+		sb.repR = reportR // read as events once started (Start)
+	} else {
+		sb.rep = readReport(reportR, reportCap(sb.o.Plan.Runner))
+	}
 	sb.r.Sandbox = sb.active()
 	tr.Mark("start init")
 	return nil

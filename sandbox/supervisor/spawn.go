@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -55,6 +56,10 @@ type launch struct {
 	status *os.File      // read end of the reaper's exit pipe
 	exited chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
 	err    error         // cmd.Wait's error, once exited is closed
+
+	exitOnce sync.Once // programExit reads the exit pipe once
+	exitWS   syscall.WaitStatus
+	exitErr  error
 }
 
 // inherited are the files the init inherits besides stdio and the sync
@@ -127,7 +132,7 @@ func detachedBind(src string, writable bool) (*os.File, error) {
 // its own thread: PDEATHSIG fires when the thread that forked the init
 // exits, not the process, so that thread must outlive the init whichever
 // goroutine the run's other steps are on. The goroutine ends after the
-// wait without unlocking, which ends its thread too.
+// wait without unlocking, which ends its thread too (offMainThread).
 //
 // The same thread takes the run's init id as its own before the clone
 // (becomeOwner): the kernel makes the cloning thread's effective uid the
@@ -217,8 +222,7 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 		}
 	}
 	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
+	go offMainThread(func() {
 		if err := becomeOwner(ids.Root); err != nil {
 			started <- err
 			return
@@ -230,12 +234,38 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 		started <- nil
 		l.err = l.cmd.Wait()
 		close(l.exited)
-	}()
+	})
 	if err := <-started; err != nil {
 		l.closeHostEnds()
 		return nil, fmt.Errorf("start sandbox init %s: %w", exe, err)
 	}
 	return l, nil
+}
+
+// offMainThread runs fn on a thread locked to it and never unlocked, so
+// that the thread ends with fn (see start) — never on the process's
+// main thread. The runtime does not end the main thread when a goroutine
+// locked to it exits: it parks it, and it would keep the run's init id
+// for the rest of the process's life. A long-lived supervisor (a
+// service, a test process running sessions) would then count as a
+// process of that id: sweeps of a crashed run's ids kill such
+// processes. So when the goroutine finds itself on the main thread, it
+// holds it, which keeps every other goroutine off it, and runs fn on
+// another.
+func offMainThread(fn func()) {
+	runtime.LockOSThread()
+	if unix.Gettid() != unix.Getpid() {
+		fn() // never unlocked: the thread ends with this goroutine
+		return
+	}
+	defer runtime.UnlockOSThread()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // not the main thread: this goroutine holds it
+		fn()
+	}()
+	<-done
 }
 
 // secbitNoSetuidFixup is SECBIT_NO_SETUID_FIXUP (linux/securebits.h).
@@ -384,6 +414,11 @@ func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 // and its own status, a signal, stands for the whole namespace's end. A
 // reaper that exited by itself without a status, or sent an error, failed.
 func (l *launch) programExit() (syscall.WaitStatus, error) {
+	l.exitOnce.Do(func() { l.exitWS, l.exitErr = l.readProgramExit() })
+	return l.exitWS, l.exitErr
+}
+
+func (l *launch) readProgramExit() (syscall.WaitStatus, error) {
 	b, err := io.ReadAll(io.LimitReader(l.status, spec.MaxMessage))
 	if err != nil {
 		return 0, fmt.Errorf("read the reaper's exit pipe: %w", err)

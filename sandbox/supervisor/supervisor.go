@@ -14,10 +14,11 @@
 //	sb.Execute(ctx, code)       // the program runs, is stopped or fails
 //	out := sb.Finish()          // teardown; the result and the stats
 //
-// (sb.Abort(err) instead of Execute: the program will not run.) Both
-// Prepare and Execute are checklists: named steps in order, each with its
-// why; the step names are the result's error steps and the trace's
-// phases. What a step creates on the host is pushed on the sandbox's
+// (sb.Abort(err) instead of Execute: the program will not run; sb.Start
+// instead for a session, whose cells RunCell runs one at a time: live.go.)
+// Both Prepare and Execute are checklists: named steps in order, each
+// with its why; the step names are the result's error steps and the
+// trace's phases. What a step creates on the host is pushed on the sandbox's
 // cleanup stack, which Finish unwinds.
 //
 // Killing a run kills its PID namespace's init (the program, PID 1
@@ -81,7 +82,8 @@ type Outcome struct {
 }
 
 // Sandbox is one run, from New to Finish. Its methods are called in that
-// order, from one goroutine at a time.
+// order, from one goroutine at a time; but for a session's Interrupt,
+// Kill, Stop, Ended and Files, which may be called during a cell.
 type Sandbox struct {
 	o     Options
 	r     *result.Result
@@ -95,6 +97,8 @@ type Sandbox struct {
 	ids   *runIDs       // the run's host uids and gids
 	l     *launch       // the started init
 	rep   *reportReader // the runner's report pipe, read end
+	repR  *os.File      // the same pipe, for a session (Start) instead
+	live  *live         // a started session's state; nil for a run
 	sp    *spec.Spec    // what the init gets
 	stats Stats
 	lost  error // the output that could not be passed on (Outcome.OutputError)
@@ -152,6 +156,9 @@ func (sb *Sandbox) Finish() Outcome {
 	}
 	if sb.state == prepared && sb.err == nil { // prepared, never executed: stop the init
 		sb.Abort(errors.New("the run was finished before its program started"))
+	}
+	if sb.live != nil {
+		sb.finishLive()
 	}
 	sb.state = finished
 	// The supervisor's hold on /workspace goes first: a fresh tmpfs is
