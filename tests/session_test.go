@@ -79,7 +79,7 @@ func (e *sessionEnv) open(t *testing.T, policy string, idle time.Duration, chang
 		change(pl)
 	}
 	s, err := session.Open(context.Background(), session.Options{
-		Plan: pl, StateDir: e.state, Exe: sessionInit(), AuditDB: e.auditDB, Version: "test",
+		Plan: pl, StateDir: e.state, Exe: sessionInit(), AuditDB: e.auditDB,
 		Labels: map[string]string{"test": t.Name()}, IdleTimeout: idle,
 	})
 	if err != nil {

@@ -62,7 +62,7 @@ func (a *Row) begin(path, id string, pol plan.Policy, code []byte, labels map[st
 		return false
 	}
 	a.db = db
-	a.rec, a.err = auditBegin(db, id, pol, code, labels)
+	a.rec, a.err = BeginRecord(db, id, pol, code, labels)
 	return a.err == nil
 }
 
@@ -88,7 +88,7 @@ func (a *Row) Finish(r *result.Result, st supervisor.Stats) error {
 	if err := a.Wait(); err != nil {
 		return err
 	}
-	return auditFinish(a.db, a.rec, r, st)
+	return FinishRecord(a.db, a.rec, r, st)
 }
 
 // Close closes the log once the background work is done; again, it does
@@ -102,9 +102,10 @@ func (a *Row) Close() {
 	}
 }
 
-// auditBegin records the run as unfinished before anything starts, so a
-// supervisor killed mid-run leaves a row saying so.
-func auditBegin(db *audit.DB, id string, pol plan.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
+// BeginRecord records run id as unfinished in db before anything starts,
+// so a supervisor killed mid-run leaves a row saying so: a run's row
+// (BeginRow) or a session cell's (sandbox/session), written the same way.
+func BeginRecord(db *audit.DB, id string, pol plan.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
 	sum := sha256.Sum256(code)
 	rec := &audit.Run{
 		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
@@ -122,8 +123,9 @@ func auditBegin(db *audit.DB, id string, pol plan.Policy, code []byte, labels ma
 	return rec, nil
 }
 
-// auditFinish completes the row from the result and the run's stats.
-func auditFinish(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.Stats) error {
+// FinishRecord completes a row BeginRecord began, from the result and the
+// run's stats.
+func FinishRecord(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.Stats) error {
 	rec.End = time.Now()
 	rec.DurationMS = r.DurationMS
 	rec.Status = string(r.Status)

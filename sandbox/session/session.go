@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/sandbox/audit"
+	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -63,9 +64,10 @@ type Options struct {
 	StateDir string             // supervisor.StateDir()
 	IDRange  supervisor.IDRange // zero: from the environment
 	Exe      string             // the init's binary; "" for the supervisor's default
-	// AuditDB is the audit log (audit.Path's rule: "" for the default);
-	// Version is nsbox's, recorded in every row.
-	AuditDB, Version string
+	// AuditDB is the audit log (audit.Path's rule: "" for the default).
+	// Rows are written by sandbox/job's BeginRecord and FinishRecord, as
+	// a run's are, with job.Version.
+	AuditDB string
 	// Labels go into every cell's row, with session= and cell=.
 	Labels map[string]string
 	// IdleTimeout closes a session that ran no cell for this long; 0
@@ -236,7 +238,7 @@ func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Dura
 		labels = map[string]string{}
 	}
 	labels[LabelSession], labels[LabelCell] = s.id, fmt.Sprint(n)
-	rec, err := auditBegin(s.db, id, s.o.Plan.Policy, code, labels, s.o.Version)
+	rec, err := job.BeginRecord(s.db, id, s.o.Plan.Policy, code, labels)
 	if err != nil {
 		r := result.New(id, s.o.Plan.Policy.Name)
 		r.Status, r.Error = result.StatusSandboxError, result.StepError("audit", err)
@@ -246,10 +248,10 @@ func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Dura
 	if err != nil { // the session ended meanwhile (ErrBusy cannot happen: s.running)
 		r := result.New(id, s.o.Plan.Policy.Name)
 		r.Status, r.Error = result.StatusSandboxError, result.StepError("session", err)
-		auditFinish(s.db, rec, r, supervisor.Stats{})
+		job.FinishRecord(s.db, rec, r, supervisor.Stats{})
 		return nil, true
 	}
-	if err := auditFinish(s.db, rec, c.Result, c.Stats); err != nil {
+	if err := job.FinishRecord(s.db, rec, c.Result, c.Stats); err != nil {
 		// The cell happened and its result stands; its row stays
 		// unfinished, and a later audit command finishes it as killed.
 		c.Result.Reason = joinReason(c.Result.Reason, fmt.Sprintf("not recorded in the audit log: %v", err))
