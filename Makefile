@@ -152,7 +152,7 @@ fuzz-short:
 # Target: stress. TestStress at full size: 500 sequential runs, 200
 # concurrent (8 at a time) and 50 whose supervisor is SIGKILLed at a random
 # moment, a mix of ok, error, timeout, memory bomb, output flood, fork bomb,
-# daemonizer, abort and orphan; beside them 20 rounds of the faults
+# daemonizer, abort and orphan; beside them 50 rounds of the faults
 # (tests/stress_faults_test.go: callers that close nsbox's stdout or
 # stderr or send SIGQUIT, stdout on /dev/full, programs too big, FIFOs,
 # devices and endless stdin, a big-cap flood of both streams, idmapped and
@@ -168,7 +168,7 @@ STRESS_SEQ    ?= 500
 STRESS_CONC   ?= 200
 STRESS_PAR    ?= 8
 STRESS_KILLS  ?= 50
-STRESS_FAULTS ?= 20
+STRESS_FAULTS ?= 50
 STRESS_BUILDS ?= 3
 
 .PHONY: stress

@@ -46,6 +46,9 @@ import (
 //     succeeds, and rebuilding a root never takes it from its runs
 //     (stressRebuilds).
 //
+// A program nsbox should refuse or give up on but hangs on is killed
+// after stressInputBound and reported, not left to the suite's timeout.
+//
 // The faults run in a state dir of their own, so the normal runs' checks
 // between runs do not count them, and into the normal runs' audit log, so
 // the suite's final checks (nothing left, one true row per run) do.
@@ -140,7 +143,7 @@ func (f *stressFaults) round(i int) {
 func (f *stressFaults) out(label, prog string, o *outcome) stressOut {
 	s := stressOut{label: label, prog: prog, wall: o.elapsed, err: adviceToChown(o)}
 	if o.res != nil {
-		s.id, s.status = o.res.ID, o.res.Status
+		s.id, s.status, s.told = o.res.ID, o.res.Status, toldReason(o.res)
 	}
 	return s
 }
@@ -277,10 +280,12 @@ func (f *stressFaults) programInput(i int) {
 		{"device", "", "not a regular file (a device)", []string{"--policy", "strict", "/dev/zero"}},
 	} {
 		label := fmt.Sprintf("fault-%d-%s", i, tc.name)
-		o := nsbox(f.t, run{state: f.state, auditDB: f.db, stdin: tc.stdin,
+		o := nsbox(f.t, run{state: f.state, auditDB: f.db, stdin: tc.stdin, whileRuns: killAfter(stressInputBound),
 			args: append([]string{"run", "--json", "--label", "stress=" + label}, tc.args...)})
 		s := f.out(label, tc.name, o)
-		if err := refusedAs(o, "input", tc.mentions); err != nil {
+		if o.elapsed >= stressInputBound {
+			s.err = fmt.Errorf("nsbox still read its program after %v (killed)", o.elapsed)
+		} else if err := refusedAs(o, "input", tc.mentions); err != nil {
 			s.err = err
 		} else if o.elapsed > 5*time.Second {
 			s.err = fmt.Errorf("refusing took %v", o.elapsed)
@@ -302,7 +307,13 @@ func (f *stressFaults) programInput(i int) {
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	start := time.Now()
-	cmd.Run()
+	if err := cmd.Start(); err != nil {
+		s.err = err
+		f.record(s)
+		return
+	}
+	killAfter(stressInputBound)(cmd.Process)
+	cmd.Wait()
 	s.wall = time.Since(start)
 	r.Close()
 	w.Close()
@@ -316,9 +327,22 @@ func (f *stressFaults) programInput(i int) {
 		s.err = fmt.Errorf("nsbox waited %v for a program on stdin, want about the 1s timeout", s.wall)
 	}
 	if res != nil {
-		s.id, s.status = res.ID, res.Status
+		s.id, s.status, s.told = res.ID, res.Status, toldReason(res)
 	}
 	f.record(s)
+}
+
+// stressInputBound is when a program nsbox should have refused or given
+// up on is deemed to hang it: the process is killed and the fault
+// reported, rather than the suite waiting for its own timeout.
+const stressInputBound = 30 * time.Second
+
+// killAfter is a run's whileRuns that SIGKILLs nsbox once d has passed,
+// unless it ended before.
+func killAfter(d time.Duration) func(*os.Process) {
+	return func(p *os.Process) {
+		time.AfterFunc(d, func() { p.Kill() }) // a no-op once nsbox was waited for
+	}
 }
 
 // fullStdout: plain mode with stdout on /dev/full. The output is lost, so
@@ -467,11 +491,12 @@ func (f *stressFaults) signalPID1(i int) stressOut {
 	}
 	policy := []string{"strict", "default"}[i/2%2]
 	label := fmt.Sprintf("fault-%d-signal-%s-%s", i, policy, sig)
-	ws := sandboxWorkspace(f.t)
 	var sent error
+	// No --workspace: sandboxOf would take the idmap helper nsbox starts
+	// for one, also a child in a user namespace of its own, for the init.
 	o := nsbox(f.t, run{
 		state: f.state, auditDB: f.db,
-		args: []string{"run", "--json", "--policy", osOnly(f.t, policy), "--workspace", ws, "--label", "stress=" + label, "-c", signalCode},
+		args: []string{"run", "--json", "--policy", osOnly(f.t, policy), "--label", "stress=" + label, "-c", signalCode},
 		whileRuns: func(p *os.Process) {
 			pid1 := sandboxOf(f.t, p.Pid, 10*time.Second)
 			if !waitFile(fmt.Sprintf("/proc/%d/root/workspace/ready", pid1), 10*time.Second) {
@@ -570,21 +595,27 @@ func (f *stressFaults) smallOnes(i int) {
 	f.record(s)
 }
 
-// stressRebuilds: a root of its own (never the shared ones) is built,
-// two runs start on it and hold it, then n times a rebuild is SIGKILLed
-// while it compiles (no process of it may be left) and the next build
-// succeeds while the runs still hold their generation, and a new run uses
-// the new one. The held runs then finish having lost nothing; a sweep
-// leaves only the current generation.
+// stressRebuilds: a root of its own (never the shared ones) is built;
+// then n times two runs start on it and hold it, a rebuild is SIGKILLed
+// while it compiles (no process of it may be left, the root still
+// verifies), the next build succeeds while the runs hold their
+// generation, a new run uses the new one, and the held runs finish having
+// lost nothing. A sweep then leaves only the current generation.
 func (f *stressFaults) stressRebuilds(n int) {
 	t := f.t
 	out := filepath.Join(t.TempDir(), "root")
 	buildRoot(t, "", out)
 	pol := rootPolicyLong(t, out)
-	held := startHeldRunsIn(t, pol, 2, run{state: f.state, auditDB: f.db}, func(i int) []string {
-		return []string{"--label", fmt.Sprintf("stress=held-%d", i)}
-	})
 	for i := range n {
+		held := startHeldRunsIn(t, pol, 2, run{state: f.state, auditDB: f.db}, func(j int) []string {
+			return []string{"--label", fmt.Sprintf("stress=held-%d-%d", i, j)}
+		})
+		finished := false
+		defer func() {
+			if !finished { // a step failed the test: let the runs end
+				held.finish(t)
+			}
+		}()
 		if left := killBuildCompiling(t, out); len(left) > 0 {
 			t.Errorf("killed build %d: processes still running: %v", i, left)
 		}
@@ -599,12 +630,13 @@ func (f *stressFaults) stressRebuilds(n int) {
 			s.err = fmt.Errorf("a run on the rebuilt root: status %q, error %+v, stderr %q", o.res.Status, o.res.Error, o.res.Stderr)
 		}
 		f.record(s)
-	}
-	if lost := held.finish(t); lost > 0 {
-		t.Errorf("%d of 2 runs lost their root across %d rebuilds", lost, n)
-	}
-	for i, o := range held.outs {
-		f.record(f.out(fmt.Sprintf("held-%d", i), "held", o))
+		finished = true
+		if lost := held.finish(t); lost > 0 {
+			t.Errorf("%d of 2 runs lost their root across rebuild %d", lost, i)
+		}
+		for j, o := range held.outs {
+			f.record(f.out(fmt.Sprintf("held-%d-%d", i, j), "held", o))
+		}
 	}
 	if kept := sweep(t, out); len(kept) > 0 {
 		t.Errorf("sweep after the held runs ended kept %v", kept)

@@ -199,6 +199,7 @@ type stressOut struct {
 	// one or none (refused before or after opening the log).
 	noRow, rowOptional bool
 	rowReason          string        // what the row's reason must contain
+	told               string        // the reason the result told: the row's must start it
 	timed              bool          // a timeout run: late is known
 	late               time.Duration // how late after its deadline it was killed
 	hwmBound           int64         // the bound of hwm, KiB
@@ -275,7 +276,7 @@ func stressRun(state, db, label string, p stressProg, kill time.Duration) stress
 		out.err = fmt.Errorf("more than one JSON object: %.2000s", stdout.Bytes())
 		return out
 	}
-	out.status, out.id = res.Status, res.ID
+	out.status, out.id, out.told = res.Status, res.ID, toldReason(&res)
 	want := p.want
 	if kill >= 0 {
 		want = result.StatusOK // a kill that came too late: the run just finished
@@ -499,13 +500,13 @@ func TestStress(t *testing.T) {
 	start := time.Now()
 
 	// 0. The faults: the locked audit log waits its bounded 30 s beside
-	// everything; the other faults run beside the sequential and
-	// concurrent runs, in two streams (the rebuilds, the rest).
+	// everything; the rounds of the other faults start with the
+	// sequential runs, the rebuilds with the concurrent ones.
 	waitLocked := stressLockedAudit(t, faultState, record)
 	faults := newStressFaults(t, faultState, db, record)
 	var faultsWG sync.WaitGroup
 	var faultRounds, rebuilds time.Duration
-	faultsWG.Add(2)
+	faultsWG.Add(1)
 	go func() {
 		defer faultsWG.Done()
 		t0 := time.Now()
@@ -513,14 +514,6 @@ func TestStress(t *testing.T) {
 			faults.round(i)
 		}
 		faultRounds = time.Since(t0)
-	}()
-	go func() {
-		defer faultsWG.Done()
-		t0 := time.Now()
-		if nBuilds > 0 {
-			faults.stressRebuilds(nBuilds)
-		}
-		rebuilds = time.Since(t0)
 	}()
 
 	// 1. Sequential: after each run nothing of the sandbox uid may live.
@@ -537,6 +530,14 @@ func TestStress(t *testing.T) {
 
 	// 2. Concurrent: par workers over a shuffled mix.
 	t0 = time.Now()
+	faultsWG.Add(1)
+	go func(t0 time.Time) {
+		defer faultsWG.Done()
+		if nBuilds > 0 {
+			faults.stressRebuilds(nBuilds)
+		}
+		rebuilds = time.Since(t0)
+	}(t0)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range par {
@@ -746,6 +747,9 @@ func TestStress(t *testing.T) {
 		if o.err == nil && !strings.Contains(reason, o.rowReason) {
 			t.Errorf("run %s (%s): audit row reason %q, want it to mention %q", o.label, o.prog, reason, o.rowReason)
 		}
+		if o.err == nil && o.id != "" && (!strings.HasPrefix(o.told, reason) || (reason == "") != (o.told == "")) {
+			t.Errorf("run %s (%s): audit row reason %q, but the result said %q", o.label, o.prog, reason, o.told)
+		}
 	}
 	for _, r := range rows {
 		if !mine[fmt.Sprint(r["id"])] {
@@ -757,6 +761,16 @@ func TestStress(t *testing.T) {
 	if v := nsbox(t, run{args: []string{"audit", "verify", "--audit-db", db}}); v.exit != 0 {
 		t.Errorf("audit verify: exit %d: %s%s", v.exit, v.stdout, v.stderr)
 	}
+}
+
+// toldReason is why the run ended as its result tells it, in the form the
+// audit row keeps: the reason, or for a sandbox error its step and message
+// (to which nsbox may add a hint for the caller after the row is written).
+func toldReason(res *result.Result) string {
+	if res.Reason == "" && res.Error != nil {
+		return res.Error.Step + ": " + res.Error.Message
+	}
+	return res.Reason
 }
 
 // stressFinishKilled checks the row of a run whose supervisor the suite
