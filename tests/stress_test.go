@@ -26,13 +26,13 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// The stress suite: many runs of a mix of programs,
-// sequential, concurrent, and with the supervisor SIGKILLed at a random
-// moment, while the faults of stress_faults_test.go are provoked beside
-// them; afterwards nothing may be left on the host (processes of the
-// sandbox uid, run cgroups, mounts, run directories), the supervisor stays
-// within its bound, and the audit log holds exactly one finished, true row
-// per run that reached it, and verifies.
+// The stress suite: many runs of a mix of programs, sequential,
+// concurrent, and with the supervisor SIGKILLed at a random moment, while
+// the faults of stress_faults_test.go are provoked beside them; afterwards
+// nothing may be left on the host (processes of the sandbox uid, run
+// cgroups, mounts, run directories, files beside a device in /dev), the
+// supervisor stays within its bound, and the audit log holds exactly one
+// finished, true row per run that reached it, and verifies.
 //
 // The mix: ok, error, timeout (each killed within killBound of its
 // deadline), memory bomb, output flood, fork bomb, daemonizer, a program
@@ -49,7 +49,7 @@ import (
 //	NSBOX_STRESS_PAR     concurrent runs at a time         (default 8)
 //	NSBOX_STRESS_KILLS   runs whose supervisor is killed   (default 5)
 //	NSBOX_STRESS_FAULTS  rounds of the faults              (default 2)
-//	NSBOX_STRESS_BUILDS  killed rootfs builds of the faults (default 1)
+//	NSBOX_STRESS_BUILDS  rootfs builds killed and redone   (default 1)
 //
 // Every payload is bounded: the memory bomb stops at 1 GiB, the floods at
 // 64 MiB a stream, the fork bomb at 200 children that sleep 2 s, the
