@@ -152,20 +152,32 @@ fuzz-short:
 # --- stress suite ---------------------------------------------------------------
 # Target: stress. TestStress at full size: 500 sequential runs, 200
 # concurrent (8 at a time) and 50 whose supervisor is SIGKILLed at a random
-# moment, a mix of ok, error, timeout, memory bomb, output flood, fork bomb
-# and daemonizer; then no leaked process, cgroup, mount or run directory, a
-# bounded supervisor, and one audit row per run. Plain `make test` runs the
+# moment, a mix of ok, error, timeout, memory bomb, output flood, fork bomb,
+# daemonizer, abort and orphan; beside them 50 rounds of the faults
+# (tests/stress_faults_test.go: callers that close nsbox's stdout or
+# stderr or send SIGQUIT, stdout on /dev/full, programs too big, FIFOs,
+# devices and endless stdin, a big-cap flood of both streams, idmapped and
+# refused workspaces, device audit logs, signals to the sandbox's PID 1,
+# bad labels, repeated flags, unknown policy keys, `ulimit -n 20`), 3
+# rootfs builds SIGKILLed and redone under runs that hold the root, and
+# one run against a locked audit log. Then: timeouts killed within their
+# bound, no leaked process, cgroup, mount, run directory or file in /dev,
+# a bounded supervisor, killed supervisors' rows finished by the next run
+# or audit command, and one true row per run. Plain `make test` runs the
 # short form (tests/stress_test.go has its defaults). As root.
-STRESS_SEQ   ?= 500
-STRESS_CONC  ?= 200
-STRESS_PAR   ?= 8
-STRESS_KILLS ?= 50
+STRESS_SEQ    ?= 500
+STRESS_CONC   ?= 200
+STRESS_PAR    ?= 8
+STRESS_KILLS  ?= 50
+STRESS_FAULTS ?= 50
+STRESS_BUILDS ?= 3
 
 .PHONY: stress
 
 stress: build
 	cd tests && NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_STRESS_SEQ=$(STRESS_SEQ) NSBOX_STRESS_CONC=$(STRESS_CONC) \
 		NSBOX_STRESS_PAR=$(STRESS_PAR) NSBOX_STRESS_KILLS=$(STRESS_KILLS) \
+		NSBOX_STRESS_FAULTS=$(STRESS_FAULTS) NSBOX_STRESS_BUILDS=$(STRESS_BUILDS) \
 		$(GO) test -tags $(TAGS) -count=1 -v -run '^TestStress$$' -timeout 30m .
 
 # --- cold-start benchmark ------------------------------------------------------

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,23 +25,7 @@ func TestLockedAuditLogRefusesRun(t *testing.T) {
 	if o := nsbox(t, run{state: state, args: []string{"run", "--audit-db", db, "-c", "pass"}}); o.exit != 0 {
 		t.Fatalf("first run: exit %d: %s", o.exit, o.stderr)
 	}
-	// Hold the write lock for longer than nsbox waits; killed at the end.
-	holder := exec.Command("python3", "-c", `import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-print("locked", flush=True)
-time.sleep(60)`, db)
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "locked" {
-		t.Fatalf("lock holder: %q, %v", line, err)
-	}
+	holdAuditLock(t, db)
 
 	o := nsbox(t, run{state: state, args: []string{"run", "--json", "--timeout", "2s", "--audit-db", db, "-c", "print(1)"}})
 	o.wantStatus(t, result.StatusSandboxError)
@@ -54,4 +39,30 @@ time.sleep(60)`, db)
 		t.Errorf("refused after %v, want the documented bound (30 s) and a little", o.elapsed)
 	}
 	o.noLeftovers(t)
+}
+
+// holdAuditLock holds the write lock of the audit log db from another
+// process, for longer than nsbox waits for it, and returns its release;
+// the test's cleanup releases it too.
+func holdAuditLock(t *testing.T, db string) (release func()) {
+	t.Helper()
+	holder := exec.Command("python3", "-c", `import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(60)`, db)
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { holder.Process.Kill(); holder.Wait() }) }
+	t.Cleanup(release)
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "locked" {
+		t.Fatalf("lock holder: %q, %v", line, err)
+	}
+	return release
 }

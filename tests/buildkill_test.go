@@ -18,11 +18,21 @@ func TestKilledBuildLeavesNoProcess(t *testing.T) {
 	needRoot(t)
 	mustHave(t, "/usr/bin/python3.11")
 	out := filepath.Join(t.TempDir(), "root")
-	build := func() *exec.Cmd {
-		return exec.Command(nsboxBin, "rootfs", "build", "--json", "--python", "/usr/bin/python3.11", "--out", out)
+	if left := killBuildCompiling(t, out); len(left) > 0 {
+		t.Errorf("processes of the killed build still running: %v", left)
 	}
+	if o, err := exec.Command(nsboxBin, "rootfs", "build", "--json", "--python", "/usr/bin/python3.11", "--out", out).CombinedOutput(); err != nil {
+		t.Errorf("the next build into %s: %v\n%s", out, err, o)
+	}
+}
 
-	cmd := build()
+// killBuildCompiling starts `nsbox rootfs build` into out, SIGKILLs it
+// while it compiles bytecode (compileall with worker processes) and
+// returns the processes of the build still running shortly after, which
+// it then kills (the test's own leftovers).
+func killBuildCompiling(t *testing.T, out string) []string {
+	t.Helper()
+	cmd := exec.Command(nsboxBin, "rootfs", "build", "--json", "--python", "/usr/bin/python3.11", "--out", out)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -56,18 +66,12 @@ func TestKilledBuildLeavesNoProcess(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if len(left) > 0 {
-		t.Errorf("processes of the killed build still running: %v", left)
-		for _, pid := range left { // the test's own leftovers
-			if n, err := atoi(pid); err == nil {
-				syscall.Kill(n, syscall.SIGKILL)
-			}
+	for _, pid := range left {
+		if n, err := atoi(pid); err == nil {
+			syscall.Kill(n, syscall.SIGKILL)
 		}
 	}
-
-	if o, err := build().CombinedOutput(); err != nil {
-		t.Errorf("the next build into %s: %v\n%s", out, err, o)
-	}
+	return left
 }
 
 // processesMentioning lists the pids whose command line contains s.

@@ -73,7 +73,7 @@ for _ in range(100):
     try:
         with open("/proc/%d/status" % gc) as f:
             state = [l for l in f if l.startswith("State:")][0].split()[1]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: reaped between open and read
         state = "gone"
         break
     time.sleep(0.05)

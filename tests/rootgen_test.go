@@ -103,13 +103,24 @@ type heldRuns struct {
 // each has started.
 func startHeldRuns(t *testing.T, pol string, n int) *heldRuns {
 	t.Helper()
+	return startHeldRunsIn(t, pol, n, run{}, nil)
+}
+
+// startHeldRunsIn is startHeldRuns with the state dir and audit log of in
+// and, when flags is not nil, flags(i) added to run i's command line.
+func startHeldRunsIn(t *testing.T, pol string, n int, in run, flags func(i int) []string) *heldRuns {
+	t.Helper()
 	h := &heldRuns{ws: make([]string, n), outs: make([]*outcome, n)}
 	for i := range n {
 		h.ws[i] = sandboxWorkspace(t)
+		args := []string{"run", "--json", "--policy", pol, "--workspace", h.ws[i]}
+		if flags != nil {
+			args = append(args, flags(i)...)
+		}
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			h.outs[i] = nsbox(t, run{args: []string{"run", "--json", "--policy", pol, "--workspace", h.ws[i], "-c", heldRunCode}})
+			h.outs[i] = nsbox(t, run{state: in.state, auditDB: in.auditDB, args: append(args, "-c", heldRunCode)})
 		}()
 	}
 	for i := range n {

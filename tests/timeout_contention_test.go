@@ -94,6 +94,12 @@ func timeoutRun(t *testing.T, timeout time.Duration) (time.Duration, string) {
 	if res.Status != result.StatusTimeout || res.Limit != result.LimitWallTime {
 		return 0, fmt.Sprintf("status %q limit %q (error %+v), want timeout by the wall clock", res.Status, res.Limit, res.Error)
 	}
+	return killLateness(res, timeout)
+}
+
+// killLateness is how late after its deadline the program of a timed-out
+// run (run with --trace-phases) ended, or why that cannot be told.
+func killLateness(res *result.Result, timeout time.Duration) (time.Duration, string) {
 	armed, ms := false, 0.0
 	for _, p := range res.Phases {
 		if armed {
