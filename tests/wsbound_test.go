@@ -108,8 +108,9 @@ func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 			}
 			b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "status"))
 			// The init is in the run's user namespace; any other child
-			// (a base root build's) is not.
-			if err == nil && strings.Contains(string(b), want) && otherUserNS(pid) {
+			// (a base root build's) is not, and the idmap helper of a
+			// --workspace (in a user namespace of its own) is named so.
+			if err == nil && strings.Contains(string(b), want) && otherUserNS(pid) && !isIdmapHelper(pid) {
 				return pid
 			}
 		}
@@ -117,6 +118,14 @@ func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 	}
 	t.Fatalf("nsbox (pid %d) started no sandbox within %v", nsboxPid, within)
 	return 0
+}
+
+// isIdmapHelper reports whether process pid is the supervisor's
+// nsbox-idmap helper, which holds an idmapped --workspace's user
+// namespace while the run starts.
+func isIdmapHelper(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.HasPrefix(string(b), "nsbox-idmap\x00")
 }
 
 // otherUserNS reports whether process pid is in another user namespace
