@@ -33,6 +33,7 @@ import (
 
 	apidoc "github.com/nsbox/nsbox/docs/api"
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/session"
 	"github.com/nsbox/nsbox/service/launch"
 )
 
@@ -40,6 +41,7 @@ import (
 const (
 	DefaultMaxBody           = launch.DefaultMaxBody
 	DefaultMaxConcurrentRuns = launch.DefaultMaxConcurrentRuns
+	DefaultMaxSessions       = launch.DefaultMaxSessions
 )
 
 // Config is what one server serves and how much.
@@ -52,6 +54,8 @@ type Config struct {
 	// MaxConcurrentRuns the runs at once (429 past it).
 	MaxBody           int64
 	MaxConcurrentRuns int
+	// MaxSessions bounds the sessions open at once (429 past it).
+	MaxSessions int
 	// Token, when set, is the bearer token every request must carry
 	// (Authorization: Bearer TOKEN); unset, the socket's permissions are
 	// the access control.
@@ -77,6 +81,8 @@ type Server struct {
 	cancel  context.CancelCauseFunc
 	token   [sha256.Size]byte
 	started time.Time
+
+	sessions sessionTable
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -92,6 +98,16 @@ var routes = []route{
 	{http.MethodPost, "/v1/runs", (*Server).postRun},
 	{http.MethodGet, "/v1/health", (*Server).getHealth},
 	{http.MethodGet, "/v1/openapi.json", (*Server).getOpenAPI},
+	{http.MethodPost, "/v1/sessions", (*Server).postSession},
+	{http.MethodGet, "/v1/sessions", (*Server).getSessions},
+	{http.MethodGet, "/v1/sessions/{id}", (*Server).getSession},
+	{http.MethodDelete, "/v1/sessions/{id}", (*Server).deleteSession},
+	{http.MethodPost, "/v1/sessions/{id}/cells", (*Server).postCell},
+	{http.MethodPost, "/v1/sessions/{id}/interrupt", (*Server).postInterrupt},
+	{http.MethodGet, "/v1/sessions/{id}/files", (*Server).getFiles},
+	{http.MethodPut, "/v1/sessions/{id}/files/{path...}", (*Server).putFile},
+	{http.MethodGet, "/v1/sessions/{id}/files/{path...}", (*Server).getFile},
+	{http.MethodDelete, "/v1/sessions/{id}/files/{path...}", (*Server).deleteFile},
 }
 
 // New returns a server for cfg, with the defaults of unset limits.
@@ -105,8 +121,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrentRuns == 0 {
 		cfg.MaxConcurrentRuns = DefaultMaxConcurrentRuns
 	}
-	if cfg.MaxBody < 0 || cfg.MaxConcurrentRuns < 0 {
-		return nil, fmt.Errorf("limits must be positive (max body %d, max concurrent runs %d)", cfg.MaxBody, cfg.MaxConcurrentRuns)
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxBody < 0 || cfg.MaxConcurrentRuns < 0 || cfg.MaxSessions < 0 {
+		return nil, fmt.Errorf("limits must be positive (max body %d, max concurrent runs %d, max sessions %d)", cfg.MaxBody, cfg.MaxConcurrentRuns, cfg.MaxSessions)
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -118,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 		mux:     http.NewServeMux(),
 		started: time.Now(),
 	}
+	s.sessions.byID = map[string]*session.Session{}
 	s.stop, s.cancel = context.WithCancelCause(context.Background())
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
@@ -202,10 +222,13 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown drains: it closes the listeners, refuses new requests, and
-// waits for the requests in flight (runs included, each bounded by its
-// timeout) until ctx ends; then it returns ctx's error.
+// waits for the requests in flight (runs and cells included, each bounded
+// by its timeout) until ctx ends; then it ends every session (nothing of
+// them is left) and returns ctx's error, if any.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.http.Shutdown(ctx)
+	err := s.http.Shutdown(ctx)
+	s.closeSessions()
+	return err
 }
 
 // Stop kills the runs still in flight (status killed, with why as the
