@@ -104,6 +104,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		jr.Stdout, jr.Stderr = stdout, stderr
 		out := job.Run(ctx, jr)
 		s.log.Printf("run %s: %s (policy %s, streamed)", out.Result.ID, out.Result.Status, name)
+		s.metrics.run(string(out.Result.Status))
 		if stdout.flush() == nil && stderr.flush() == nil {
 			var b bytes.Buffer
 			_ = out.Result.WriteJSON(&b) // a bytes.Buffer does not fail
@@ -113,6 +114,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	out := job.Run(ctx, jr)
 	s.log.Printf("run %s: %s (policy %s)", out.Result.ID, out.Result.Status, name)
+	s.metrics.run(string(out.Result.Status))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = out.Result.WriteJSON(w) // the client went away: the row has the run

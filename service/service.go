@@ -83,6 +83,7 @@ type Server struct {
 	started time.Time
 
 	sessions sessionTable
+	metrics  *metrics
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -98,6 +99,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/runs", (*Server).postRun},
 	{http.MethodGet, "/v1/health", (*Server).getHealth},
 	{http.MethodGet, "/v1/openapi.json", (*Server).getOpenAPI},
+	{http.MethodGet, "/v1/metrics", (*Server).getMetrics},
 	{http.MethodPost, "/v1/sessions", (*Server).postSession},
 	{http.MethodGet, "/v1/sessions", (*Server).getSessions},
 	{http.MethodGet, "/v1/sessions/{id}", (*Server).getSession},
@@ -138,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 	}
 	s.sessions.byID = map[string]*session.Session{}
+	s.metrics = newMetrics()
 	s.stop, s.cancel = context.WithCancelCause(context.Background())
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
@@ -153,6 +156,9 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			for _, rt := range rts {
 				if r.Method == rt.method {
+					if rec, ok := w.(*statusRecorder); ok {
+						rec.route = routeKey{rt.method, strings.ReplaceAll(rt.path, "...}", "}")}
+					}
 					rt.handle(s, w, r)
 					return
 				}
@@ -189,14 +195,16 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, route: routeKey{"other", "other"}}
 		if s.cfg.Token != nil && !s.authorized(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="nsbox"`)
 			writeError(rec, http.StatusUnauthorized, "unauthorized", "this service needs Authorization: Bearer TOKEN")
 		} else {
 			s.mux.ServeHTTP(rec, r)
 		}
-		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		s.metrics.request(rec.route, rec.status, took)
+		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, took.Round(time.Millisecond))
 	})
 }
 
@@ -241,6 +249,7 @@ func (s *Server) Stop(why error) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	route  routeKey // the route that answered, for the metrics
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer (a

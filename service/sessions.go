@@ -296,6 +296,7 @@ func (s *Server) postCell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Printf("session %s: cell %s: %s", ss.ID(), res.ID, res.Status)
+	s.metrics.cell(string(res.Status))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = res.WriteJSON(w)
