@@ -19,6 +19,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/session"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -280,7 +281,29 @@ func (s *Server) postCell(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := runContext(r.Context(), s.stop)
 	defer cancel()
-	res, err := ss.Run(ctx, []byte(req.Code), timeout)
+	var res *result.Result
+	var err error
+	if wantsStream(r) {
+		// As for a run: events as the cell writes, then its result. The
+		// answer begins with the first line, so a cell refused before it
+		// ran is still a JSON error.
+		ev := newEventStream(w)
+		stdout, stderr := &streamWriter{name: "stdout", ev: ev}, &streamWriter{name: "stderr", ev: ev}
+		res, err = ss.RunTo(ctx, []byte(req.Code), timeout, stdout, stderr)
+		if err == nil {
+			s.log.Printf("session %s: cell %s: %s (streamed)", ss.ID(), res.ID, res.Status)
+			s.metrics.cell(string(res.Status))
+			if stdout.flush() == nil && stderr.flush() == nil {
+				ev.finish(res)
+			}
+			return
+		}
+		if ev.began() { // cannot happen: no output without a cell
+			return
+		}
+	} else {
+		res, err = ss.Run(ctx, []byte(req.Code), timeout)
+	}
 	switch {
 	case errors.Is(err, session.ErrBusy):
 		writeError(w, http.StatusConflict, "cell_running", "another cell of this session is running")

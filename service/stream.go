@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // ndjson is the media type of a streamed answer: one JSON object per
@@ -37,17 +40,31 @@ type streamEvent struct {
 // eventStream writes a streamed answer's lines, from the run's two
 // stream readers and then the handler, one at a time, flushing each so
 // that the client gets the output as the program writes it.
+//
+// The status and headers go with the first line, so that a request
+// refused before any output (409, 410, 413) is still a JSON error. Once
+// the result is written (done) later writes are dropped: the handler has
+// returned and the ResponseWriter is no longer its to use.
 type eventStream struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	done    bool
 }
 
 func newEventStream(w http.ResponseWriter) *eventStream {
-	w.Header().Set("Content-Type", ndjson)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
 	return &eventStream{w: w, rc: http.NewResponseController(w)}
+}
+
+// errStreamDone refuses a write after the result.
+var errStreamDone = errors.New("the answer is complete")
+
+// began reports whether the answer began (its status is sent).
+func (e *eventStream) began() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.started
 }
 
 // line writes v as one line (JSON, no HTML escaping, as the result is
@@ -66,10 +83,29 @@ func (e *eventStream) line(v any) error {
 func (e *eventStream) raw(b []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.done {
+		return errStreamDone
+	}
+	if !e.started {
+		e.started = true
+		e.w.Header().Set("Content-Type", ndjson)
+		e.w.Header().Set("X-Content-Type-Options", "nosniff")
+		e.w.WriteHeader(http.StatusOK)
+	}
 	if _, err := e.w.Write(b); err != nil {
 		return err
 	}
 	return e.rc.Flush()
+}
+
+// finish writes the result as the last line; nothing is written after.
+func (e *eventStream) finish(r *result.Result) {
+	var b bytes.Buffer
+	_ = r.WriteJSON(&b)  // a bytes.Buffer does not fail
+	_ = e.raw(b.Bytes()) // the client went away: the row has the run
+	e.mu.Lock()
+	e.done = true
+	e.mu.Unlock()
 }
 
 // streamWriter is one stream's writer (the supervisor's live writer): a
@@ -79,10 +115,13 @@ func (e *eventStream) raw(b []byte) error {
 type streamWriter struct {
 	name string
 	ev   *eventStream
+	mu   sync.Mutex // a late write from the reader against flush
 	hold []byte
 }
 
 func (s *streamWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	buf := append(s.hold, p...)
 	s.hold = nil
 	cut := len(buf)
@@ -104,6 +143,8 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 
 // flush sends what is held back, at the end of the stream.
 func (s *streamWriter) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	h := s.hold
 	s.hold = nil
 	return s.send(h)

@@ -69,6 +69,52 @@ func TestServeStream(t *testing.T) {
 	if r.Status != result.StatusError || r.ExitCode == nil || *r.ExitCode != 2 || !strings.Contains(r.Stdout, "first") {
 		t.Errorf("last line: %s", lines[len(lines)-1])
 	}
+
+	// A session's cell streams the same way.
+	var created struct{ ID string }
+	if st, b := s.jsonDo(t, "POST", "/v1/sessions", map[string]any{"policy": "default"}, &created); st != 201 {
+		t.Fatalf("POST /v1/sessions: %d %s", st, b)
+	}
+	for i, cell := range []string{"import time\nprint('one', flush=True)\ntime.sleep(1)\nprint('two')", "print('three')\n7 * 6"} {
+		body, _ = json.Marshal(map[string]any{"code": cell})
+		req, _ := newRequest(s, "POST", "/v1/sessions/"+created.ID+"/cells", body)
+		req.Header.Set("Accept", "application/x-ndjson")
+		start := time.Now()
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var lines []string
+		var firstAt time.Duration
+		for sc.Scan() {
+			if len(lines) == 0 {
+				firstAt = time.Since(start)
+			}
+			lines = append(lines, sc.Text())
+		}
+		resp.Body.Close()
+		total := time.Since(start)
+		var got string
+		for _, l := range lines[:max(len(lines)-1, 0)] {
+			var ev struct{ Stream, Data string }
+			if json.Unmarshal([]byte(l), &ev) != nil || ev.Stream != "stdout" {
+				t.Errorf("cell %d: event %q", i, l)
+			}
+			got += ev.Data
+		}
+		want := []string{"one\ntwo\n", "three\n"}[i]
+		if len(lines) < 2 || got != want {
+			t.Fatalf("cell %d: lines %q, want the events %q then the result", i, lines, want)
+		}
+		r := decode(t, []byte(lines[len(lines)-1]))
+		if r.Status != result.StatusOK || r.Stdout != want || (i == 1 && (len(r.Outputs) != 1 || r.Outputs[0].Data != "42")) {
+			t.Errorf("cell %d: result %s", i, lines[len(lines)-1])
+		}
+		if i == 0 && firstAt > total-500*time.Millisecond {
+			t.Errorf("cell: first event after %s of %s: not streamed", firstAt, total)
+		}
+	}
 	s.stopAndWait(t)
 	s.nothingLeft(t)
 }

@@ -2,6 +2,7 @@ package output
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -43,7 +44,6 @@ func (s *Stream) CopyPipe(f *os.File) error {
 
 	buf := make([]byte, readBufSize)
 	var firstErr error
-	teeing := s.tee != nil
 	for {
 		var n int
 		var rerr error
@@ -75,10 +75,17 @@ func (s *Stream) CopyPipe(f *os.File) error {
 			return firstErr
 		}
 		fit := s.take(buf[:n])
-		if teeing && len(fit) > 0 {
-			if err := writeAll(s.tee, fit); err != nil {
-				teeing = false
-				firstErr = err
+		s.mu.Lock()
+		tee := s.tee
+		s.mu.Unlock()
+		if tee != nil && len(fit) > 0 {
+			if err := writeAll(tee, fit); err != nil {
+				s.mu.Lock()
+				if s.tee == tee {
+					s.tee = nil
+				}
+				s.mu.Unlock()
+				firstErr = firstNonNil(firstErr, err)
 				s.teeErr.Store(&err)
 				if s.onTeeError != nil {
 					s.onTeeError(err)
@@ -86,6 +93,18 @@ func (s *Stream) CopyPipe(f *os.File) error {
 			}
 		}
 	}
+}
+
+// SetTee makes a stream filled by CopyPipe pass the bytes it reads from
+// now on to w as well (nil: to no one), up to the segment's limit: a
+// session's cell streamed to its caller. Every tee write of a segment
+// has returned by the time Cut returns it (Cut waits for the reader to
+// find the pipe empty, after its last write), so the caller may set the
+// next segment's tee then. A tee that fails is dropped.
+func (s *Stream) SetTee(w io.Writer) {
+	s.mu.Lock()
+	s.tee = w
+	s.mu.Unlock()
 }
 
 // setState changes CopyPipe's state under the lock and wakes a Cut that

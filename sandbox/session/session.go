@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"sync"
 	"time"
@@ -184,6 +185,12 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // beyond the plan's. A cell that could not be recorded in the audit log
 // does not run: its result is a sandbox_error.
 func (s *Session) Run(ctx context.Context, code []byte, timeout time.Duration) (*result.Result, error) {
+	return s.RunTo(ctx, code, timeout, nil, nil)
+}
+
+// RunTo is Run that also passes the cell's stdout and stderr to the
+// writers as the program writes them (supervisor.RunCellTo).
+func (s *Session) RunTo(ctx context.Context, code []byte, timeout time.Duration, stdout, stderr io.Writer) (*result.Result, error) {
 	pl := s.o.Plan
 	switch {
 	case timeout == 0:
@@ -211,7 +218,7 @@ func (s *Session) Run(ctx context.Context, code []byte, timeout time.Duration) (
 	}
 	s.mu.Unlock()
 
-	r, ended := s.run(ctx, n, code, timeout)
+	r, ended := s.run(ctx, n, code, timeout, stdout, stderr)
 
 	s.mu.Lock()
 	s.running = false
@@ -231,7 +238,7 @@ func (s *Session) Run(ctx context.Context, code []byte, timeout time.Duration) (
 
 // run runs cell n between its two audit writes; it returns nil when the
 // session ended before the cell could start.
-func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Duration) (r *result.Result, ended bool) {
+func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Duration, stdout, stderr io.Writer) (r *result.Result, ended bool) {
 	id := supervisor.NewID()
 	labels := maps.Clone(s.o.Labels)
 	if labels == nil {
@@ -244,7 +251,7 @@ func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Dura
 		r.Status, r.Error = result.StatusSandboxError, result.StepError("audit", err)
 		return r, false
 	}
-	c, err := s.sb.RunCell(ctx, id, n, code, timeout)
+	c, err := s.sb.RunCellTo(ctx, id, n, code, timeout, stdout, stderr)
 	if err != nil { // the session ended meanwhile (ErrBusy cannot happen: s.running)
 		r := result.New(id, s.o.Plan.Policy.Name)
 		r.Status, r.Error = result.StatusSandboxError, result.StepError("session", err)

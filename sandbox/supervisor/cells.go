@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"syscall"
 	"time"
@@ -38,6 +39,14 @@ type CellOutcome struct {
 // session, status timeout, and the reason says which. Cancelling ctx
 // does the same with status killed.
 func (sb *Sandbox) RunCell(ctx context.Context, id string, n int, code []byte, timeout time.Duration) (CellOutcome, error) {
+	return sb.RunCellTo(ctx, id, n, code, timeout, nil, nil)
+}
+
+// RunCellTo is RunCell that also passes the cell's stdout and stderr to
+// the writers as they are read (each up to the cap; a failing writer is
+// dropped, the cell goes on): a cell streamed to its caller. The writers
+// get nothing of the cell after RunCellTo returns.
+func (sb *Sandbox) RunCellTo(ctx context.Context, id string, n int, code []byte, timeout time.Duration, stdout, stderr io.Writer) (CellOutcome, error) {
 	lv := sb.live
 	if lv == nil {
 		panic("bug: supervisor: RunCell without Start")
@@ -78,6 +87,10 @@ func (sb *Sandbox) RunCell(ctx context.Context, id string, n int, code []byte, t
 	before := sb.cgroupStats()
 	start := trace.Now()
 	c := cellRun{n: n, timeout: timeout}
+	if stdout != nil || stderr != nil {
+		lv.stdout.SetTee(stdout)
+		lv.stderr.SetTee(stderr)
+	}
 	c.wait(ctx, sb, pyrunner.EncodeCell(n, code))
 	r.DurationMS = (trace.Now() - start) / 1e6
 
@@ -98,6 +111,8 @@ func (sb *Sandbox) RunCell(ctx context.Context, id string, n int, code []byte, t
 		waitReaders(&lv.readers, sb.l)
 	}
 	out, errs := lv.stdout.Cut(cutWait), lv.stderr.Cut(cutWait)
+	lv.stdout.SetTee(nil)
+	lv.stderr.SetTee(nil)
 	setStreams(r, out, errs)
 	after := sb.cgroupStats()
 	if sb.conf.cg != nil {
