@@ -5,6 +5,7 @@
 GO      ?= go
 BIN     := bin/nsbox
 INIT    := bin/nsbox-init
+SERVE   := bin/nsbox-serve
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # netgo, osusergo: no NSS lookups through glibc in a static binary;
 # sqlite_omit_load_extension: the audit log's SQLite never dlopens;
@@ -25,7 +26,7 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-build: $(BIN) $(INIT)
+build: $(BIN) $(INIT) $(SERVE)
 
 # Static: the init is re-executed for every run and starts fastest without
 # a dynamic loader, and the binary runs on hosts without libseccomp. cgo is
@@ -42,6 +43,15 @@ $(BIN): $(GOFILES)
 $(INIT): $(GOFILES)
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -tags netgo,osusergo -ldflags "-s -w" -o $@ ./cmd/nsbox-init
+
+# The service (cmd/nsbox-serve): `nsbox serve` and `nsbox run --server`
+# execute it from beside nsbox. Its own binary keeps net/http out of nsbox,
+# whose every cold run would load it. Built as nsbox is (cgo: it runs
+# sandboxes and writes the audit log).
+$(SERVE): $(GOFILES)
+	@mkdir -p bin
+	CGO_ENABLED=1 $(GO) build -trimpath -tags $(TAGS) \
+		-ldflags "-s -w -X main.version=$(VERSION) -linkmode external -extldflags -static" -o $@ ./cmd/nsbox-serve
 
 # The main job: examples/hello.py under the built-in default policy.
 run: deps build

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nsbox/nsbox/service/launch"
 )
 
 // DefaultSocket is where the service listens unless told otherwise.
-const DefaultSocket = "/run/nsbox/nsbox.sock"
+const DefaultSocket = launch.DefaultSocket
 
 // SocketGroup is the group given the socket, when it exists: its members
 // may use the service without being root.

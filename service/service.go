@@ -33,12 +33,13 @@ import (
 
 	apidoc "github.com/nsbox/nsbox/docs/api"
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/service/launch"
 )
 
 // Defaults of the limits (documented in docs/api.md and the flags' help).
 const (
-	DefaultMaxBody           = 32 << 20 // bytes of one request body, files included (base64)
-	DefaultMaxConcurrentRuns = 8        // runs at once; past it, 429
+	DefaultMaxBody           = launch.DefaultMaxBody
+	DefaultMaxConcurrentRuns = launch.DefaultMaxConcurrentRuns
 )
 
 // Config is what one server serves and how much.

@@ -42,11 +42,14 @@ func TestMain(m *testing.M) {
 			}
 			defer os.RemoveAll(dir)
 			nsboxBin = filepath.Join(dir, "nsbox")
-			cmd := exec.Command("go", "build", "-o", nsboxBin, "../cmd/nsbox")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				os.Stderr.Write(out)
-				panic("build nsbox: " + err.Error())
+			// nsbox serve executes nsbox-serve from beside nsbox.
+			for _, name := range []string{"nsbox", "nsbox-serve"} {
+				cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "../cmd/"+name)
+				cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					os.Stderr.Write(out)
+					panic("build " + name + ": " + err.Error())
+				}
 			}
 		}
 		return m.Run()

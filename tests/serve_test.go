@@ -568,3 +568,39 @@ func TestServeClientGone(t *testing.T) {
 	s.stopAndWait(t)
 	s.nothingLeft(t)
 }
+
+// TestServeBinary: nsbox serve replaces itself with the nsbox-serve beside
+// nsbox, only when root alone can have put it there; otherwise it stops
+// with an error naming the file, and serves nothing.
+func TestServeBinary(t *testing.T) {
+	needRoot(t)
+	beside := filepath.Join(filepath.Dir(nsboxBin), "nsbox-serve")
+	if _, err := os.Stat(beside); err != nil {
+		t.Fatalf("nsbox-serve beside %s: %v (make build puts it there)", nsboxBin, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		mode  os.FileMode // of the copied nsbox-serve; 0: none
+		want  string      // in stderr
+		execd bool        // nsbox-serve read the flags
+	}{
+		{"missing", 0, "nsbox-serve: no such file or directory", false},
+		{"group-writable", 0o775, "writable by group or others", false},
+		{"trusted", 0o755, "needs --token-file", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyExe(t, nsboxBin, dir, "nsbox", 0o755)
+			if tc.mode != 0 {
+				copyExe(t, beside, dir, "nsbox-serve", tc.mode)
+			}
+			o := nsbox(t, run{binary: filepath.Join(dir, "nsbox"), args: []string{"serve", "--listen", "tcp:127.0.0.1:1"}})
+			if o.exit != result.ExitSandboxError || !strings.Contains(string(o.stderr), tc.want) {
+				t.Errorf("exit %d, stderr %q; want 125 and %q", o.exit, o.stderr, tc.want)
+			}
+			if named := strings.Contains(string(o.stderr), filepath.Join(dir, "nsbox-serve")); !tc.execd && !named {
+				t.Errorf("stderr %q does not name %s", o.stderr, filepath.Join(dir, "nsbox-serve"))
+			}
+		})
+	}
+}

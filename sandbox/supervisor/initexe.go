@@ -84,9 +84,23 @@ func InitFile() (*os.File, error) {
 	return initFileIn(filepath.Dir(self))
 }
 
+// OpenBeside opens the binary name beside the running binary under the
+// rules InitFile applies to the init: nsbox starts the service binary
+// (nsbox-serve) this way, as root, so the same trust is needed.
+func OpenBeside(name string) (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the running binary: %w", err)
+	}
+	return openBeside(filepath.Dir(self), name)
+}
+
 // initFileIn is InitFile for the InitBinary in dir.
-func initFileIn(dir string) (*os.File, error) {
-	p := filepath.Join(dir, InitBinary)
+func initFileIn(dir string) (*os.File, error) { return openBeside(dir, InitBinary) }
+
+// openBeside opens name in dir if root alone can have put it there.
+func openBeside(dir, name string) (*os.File, error) {
+	p := filepath.Join(dir, name)
 	var dst unix.Stat_t
 	if err := unix.Lstat(dir, &dst); err != nil {
 		return nil, &os.PathError{Op: "lstat", Path: dir, Err: err}

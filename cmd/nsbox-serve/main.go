@@ -1,0 +1,45 @@
+// Command nsbox-serve is nsbox's HTTP service (package service) in a
+// binary of its own: `nsbox serve` checks it (owned and writable by root
+// only, beside nsbox, as nsbox-init) and replaces itself with it. Keeping
+// net/http out of the nsbox binary keeps it out of every cold
+// `nsbox run`: its package initialisers and size cost each start.
+//
+// Its command line is internal: nsbox has parsed and documented the
+// flags (docs/cli.md) and passes the ones given as --name=value.
+//
+//	nsbox-serve serve [--listen=...] [--token-file=...] ...
+//
+// It also handles the init's command line, like nsbox: the supervisor
+// re-executes the running binary as the sandbox init when no stand-alone
+// nsbox-init lies beside it.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/nsbox/nsbox/sandbox/initproc"
+	"github.com/nsbox/nsbox/sandbox/job"
+	"github.com/nsbox/nsbox/sandbox/result"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// The run's own package records the version in audit rows and in the base
+// root it builds.
+func init() { job.Version = version }
+
+func main() {
+	if inv, ok := initproc.Args(os.Args); ok {
+		initproc.Main(inv) // returns only via os.Exit
+	}
+	if len(os.Args) >= 2 {
+		switch os.Args[1] {
+		case "serve":
+			os.Exit(serveMain(os.Args[2:]))
+		}
+	}
+	fmt.Fprintln(os.Stderr, "nsbox-serve: internal to nsbox (run `nsbox serve`)")
+	os.Exit(result.ExitSandboxError)
+}
