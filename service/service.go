@@ -63,6 +63,9 @@ type Config struct {
 	Log io.Writer
 	// Version is reported by /v1/health.
 	Version string
+	// Pool is how many sandboxes of each policy are kept started ahead
+	// for one-shot runs (pool.go); 0 keeps none.
+	Pool int
 }
 
 // Server serves the API. Make it with New.
@@ -77,6 +80,7 @@ type Server struct {
 	cancel  context.CancelCauseFunc
 	token   [sha256.Size]byte
 	started time.Time
+	pools   *pools
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -119,6 +123,10 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 	}
 	s.stop, s.cancel = context.WithCancelCause(context.Background())
+	if cfg.Pool < 0 || cfg.Pool > MaxPool {
+		return nil, fmt.Errorf("pool %d: from 0 to %d sandboxes per policy", cfg.Pool, MaxPool)
+	}
+	s.pools = newPools(cfg, s.log)
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
 	}
@@ -194,6 +202,7 @@ func (s *Server) authorized(r *http.Request) bool {
 
 // Serve serves the API on ln until Shutdown; it returns nil then.
 func (s *Server) Serve(ln net.Listener) error {
+	s.pools.start()
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -205,7 +214,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // waits for the requests in flight (runs included, each bounded by its
 // timeout) until ctx ends; then it returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.http.Shutdown(ctx)
+	err := s.http.Shutdown(ctx)
+	s.pools.close() // after the runs: none can take a sandbox any more
+	return err
 }
 
 // Stop kills the runs still in flight (status killed, with why as the

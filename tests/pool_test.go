@@ -1,10 +1,14 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/policies"
@@ -67,4 +71,197 @@ func TestPreloadDoesNotWiden(t *testing.T) {
 	}
 	s.Close()
 	e.noLeftovers(t)
+}
+
+// warmIDs waits until at least n sandboxes wait in the service's pools
+// (their run directories, named by the run id the run that takes one
+// gets) and returns their ids.
+func warmIDs(t *testing.T, s *served, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		entries, _ := os.ReadDir(filepath.Join(s.state, "runs"))
+		var ids []string
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), ".") {
+				ids = append(ids, e.Name())
+			}
+		}
+		if len(ids) >= n {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes waiting after 60s, want %d\n%s", len(ids), n, s.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pooledRun waits for a warm sandbox, runs code through the service and
+// checks that the run took one of the sandboxes that waited.
+func pooledRun(t *testing.T, s *served, req map[string]any) *result.Result {
+	t.Helper()
+	warm := warmIDs(t, s, 1)
+	st, r, body := s.run(t, req)
+	if st != 200 {
+		t.Fatalf("POST /v1/runs: %d %s", st, body)
+	}
+	if !slices.Contains(warm, r.ID) {
+		t.Fatalf("run %s did not take a waiting sandbox (%v)", r.ID, warm)
+	}
+	return r
+}
+
+// poolPolicy writes a policy file for a test and returns its path.
+func poolPolicy(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "pooled.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPoolRun: one-shot runs through the service take sandboxes started
+// ahead with the policy's preload imported: the time a sandbox waited
+// (longer than the policy's timeout) does not count against its run, the
+// timeout still holds from when the program is sent, a module loaded
+// along by the preload (asyncio loads subprocess) stays refused to the
+// program, a run that narrows a limit is built cold (nothing preloaded),
+// every run is one audit row, and the drain tears the waiting sandboxes
+// down.
+func TestPoolRun(t *testing.T) {
+	needRoot(t)
+	pol := poolPolicy(t, "extends = \"default\"\n[limits]\ntimeout = \"2s\"\n[allowlist]\npreload = [\"asyncio\"]\n")
+	s := startServe(t, "", "--policies", pol, "--pool", "2")
+	s.ready(t)
+	warmIDs(t, s, 2)
+	time.Sleep(2500 * time.Millisecond) // longer than the timeout
+
+	probe := "import sys\nprint('asyncio' in sys.modules, 'subprocess' in sys.modules)"
+	r := pooledRun(t, s, map[string]any{"code": probe, "policy": pol})
+	if r.Status != result.StatusOK || r.Stdout != "True True\n" {
+		t.Fatalf("pooled run: %s %q %q %+v", r.Status, r.Stdout, r.Stderr, r.Error)
+	}
+	r = pooledRun(t, s, map[string]any{"code": "import subprocess\nprint('ran')", "policy": pol})
+	if r.Status != result.StatusPolicyViolation || r.Stdout != "" {
+		t.Errorf("import subprocess, preloaded: %s %q", r.Status, r.Stdout)
+	}
+	r = pooledRun(t, s, map[string]any{"code": "m = __import__('sub' + 'process')\nprint('ran')", "policy": pol})
+	if r.Status == result.StatusOK || r.Stdout != "" || len(r.Violations) == 0 || r.Violations[0].Name != "subprocess" {
+		t.Errorf("__import__ of subprocess, preloaded: %s %q %+v", r.Status, r.Stdout, r.Violations)
+	}
+	r = pooledRun(t, s, map[string]any{"code": "while True:\n    pass", "policy": pol})
+	if r.Status != result.StatusTimeout || r.DurationMS < 1900 || r.DurationMS > 10000 {
+		t.Errorf("a loop in a pooled sandbox: %s after %d ms (%s)", r.Status, r.DurationMS, r.Reason)
+	}
+	st, cold, body := s.run(t, map[string]any{"code": probe, "policy": pol, "timeout": 1.5})
+	if st != 200 || cold.Status != result.StatusOK || cold.Stdout != "False False\n" {
+		t.Fatalf("a run that narrows the timeout: %d %s", st, body)
+	}
+
+	rows := auditRows(t, s.db)
+	if len(rows) != 5 {
+		t.Errorf("%d audit rows, want 5: %v", len(rows), rows)
+	}
+	for _, row := range rows {
+		if row["status"] == nil || row["status"] == "running" {
+			t.Errorf("unfinished row: %v", row)
+		}
+	}
+	if code := s.stopAndWait(t); code != 0 {
+		t.Errorf("exit %d after SIGTERM\n%s", code, s.logText())
+	}
+	s.nothingLeft(t)
+}
+
+// TestPoolKilled: a SIGKILLed service leaves none of its waiting
+// sandboxes running (each init dies with the thread that started it),
+// and the next start removes what they left on disk.
+func TestPoolKilled(t *testing.T) {
+	needRoot(t)
+	state := t.TempDir()
+	s := startServe(t, state, "--policies", "strict,default", "--pool", "2")
+	s.ready(t)
+	warmIDs(t, s, 4)
+	if len(sandboxProcesses(t)) == 0 {
+		t.Fatal("no sandbox process while 4 sandboxes wait")
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	deadline := time.Now().Add(2 * time.Second)
+	for len(sandboxProcesses(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := sandboxProcesses(t); len(p) > 0 {
+		t.Fatalf("waiting sandboxes outlived the killed service: %v", p)
+	}
+	s2 := startServe(t, state, "--policies", "strict", "--pool", "0")
+	s2.ready(t)
+	if _, r, body := s2.run(t, map[string]any{"code": "print(1)", "policy": "strict"}); r == nil || r.Status != result.StatusOK {
+		t.Fatalf("a run after the restart: %s", body)
+	}
+	if rows := auditRows(t, s2.db); len(rows) != 1 {
+		t.Errorf("audit rows %v: the waiting sandboxes ran nothing and have none", rows)
+	}
+	s2.stopAndWait(t)
+	s2.nothingLeft(t)
+}
+
+// poolBypass are the strict policy's cases of sandbox/pyrunner's bypass
+// suite (bypass_test.go), as programs for the service: each must end
+// with the status and the first violation given, and print nothing.
+var poolBypass = []struct {
+	name, prog string
+	status     result.Status
+	violation  string // the name of a violation the result must hold
+}{
+	{"import os", "import os\nos.system('true')", result.StatusPolicyViolation, "os"},
+	{"from os import path", "from os import path", result.StatusPolicyViolation, "os"},
+	{"relative import", "from . import x", result.StatusPolicyViolation, "."},
+	{"__import__ literal", "__import__('os')", result.StatusPolicyViolation, "__import__"},
+	{"importlib folded name", "import importlib\nimportlib.import_module('o' + 's')", result.StatusPolicyViolation, "importlib"},
+	{"exec string", "exec('import os')", result.StatusPolicyViolation, "exec"},
+	{"getattr on __builtins__", "getattr(__builtins__, '__imp' + 'ort__')('os')", result.StatusPolicyViolation, "getattr"},
+	{"__builtins__ subscript", "__builtins__['__import__']('os')", result.StatusPolicyViolation, "__builtins__"},
+	{"sys.modules", "import sys\nsys.modules['os'].system('true')", result.StatusPolicyViolation, "sys"},
+	{"subclass walk", "().__class__.__bases__[0].__subclasses__()", result.StatusPolicyViolation, "__class__"},
+	{"random._os", "import random\nrandom._os.system('true')", result.StatusPolicyViolation, "_os"},
+	{"from random import _os", "from random import _os", result.StatusPolicyViolation, "_os"},
+	{"match class pattern", "match ():\n    case tuple(__class__=c):\n        pass", result.StatusPolicyViolation, "__class__"},
+	{"vars and globals", "vars()['x'] = 1\nglobals()", result.StatusPolicyViolation, "vars"},
+	{"json.codecs.sys", "import json\nx = json.codecs.sys\nprint('ran')", result.StatusPolicyViolation, "codecs"},
+	{"from json import codecs", "from json import codecs\nprint('ran')", result.StatusPolicyViolation, "codecs"},
+	{"module is read-only", "import json\njson.loads = print\nprint('ran')", result.StatusPolicyViolation, "json.loads"},
+	{"generator frame", "def g():\n    yield 1\nx = g()\nf = x.gi_frame\nprint('ran')", result.StatusPolicyViolation, "gi_frame"},
+	{"attrgetter computed", "import operator, random\noperator.attrgetter('_' + 'os')(random)\nprint('ran')", result.StatusPolicyViolation, "_os"},
+	{"Formatter field", "import string, random\nstring.Formatter().get_field('0._os', [random], {})\nprint('ran')", result.StatusPolicyViolation, "_os"},
+	{"typing string annotation", "import typing\nclass A:\n    x: '().__class__.__base__.__subclasses__()'\ntyping.get_type_hints(A)\nprint('ran')", result.StatusPolicyViolation, "__subclasses__"},
+}
+
+// TestPoolBypass: the strict cases of the bypass suite against pooled
+// sandboxes whose runner preloaded the modules the cases reach through
+// (json, random, string, typing, operator): each ends as in a cold run.
+func TestPoolBypass(t *testing.T) {
+	needRoot(t)
+	pol := poolPolicy(t, "extends = \"strict\"\n[allowlist]\npreload = [\"json\", \"operator\", \"random\", \"string\", \"typing\"]\n")
+	s := startServe(t, "", "--policies", pol, "--pool", "2")
+	s.ready(t)
+	for _, tc := range poolBypass {
+		r := pooledRun(t, s, map[string]any{"code": tc.prog, "policy": pol})
+		var names []string
+		for _, v := range r.Violations {
+			names = append(names, v.Name)
+		}
+		if r.Status != tc.status || r.Stdout != "" || !slices.Contains(names, tc.violation) {
+			t.Errorf("%s: status %s, stdout %q, violations %v; want %s with %q", tc.name, r.Status, r.Stdout, names, tc.status, tc.violation)
+		}
+		// The same program cold: the same end.
+		_, cold, body := s.run(t, map[string]any{"code": tc.prog, "policy": pol, "timeout": 9})
+		if cold == nil || cold.Status != r.Status || fmt.Sprint(cold.Violations) != fmt.Sprint(r.Violations) {
+			t.Errorf("%s: cold %s, pooled %s %v", tc.name, body, r.Status, r.Violations)
+		}
+	}
+	s.stopAndWait(t)
+	s.nothingLeft(t)
 }
