@@ -41,7 +41,7 @@ func StartWarm(ctx context.Context, pol *policies.Policy, log io.Writer) (*Warm,
 	id := supervisor.NewID()
 	// The trace is the sandbox's own: its phases before the run are not
 	// the run's (Execute restarts the result's duration).
-	sb := supervisor.New(supervisor.Options{ID: id, Plan: pl, StateDir: supervisor.StateDir(), })
+	sb := supervisor.New(supervisor.Options{ID: id, Plan: pl, StateDir: supervisor.StateDir()})
 	if err := sb.Prepare(); err != nil {
 		sb.Finish()
 		return nil, err
