@@ -39,8 +39,8 @@ func StartWarm(ctx context.Context, pol *policies.Policy, log io.Writer) (*Warm,
 		return nil, fmt.Errorf("rootfs: %w", err)
 	}
 	id := supervisor.NewID()
-	// The trace is the sandbox's own: its phases before the run are not
-	// the run's (Execute restarts the result's duration).
+	// No trace: the sandbox's steps before the run are not the run's
+	// (Execute restarts the result's duration).
 	sb := supervisor.New(supervisor.Options{ID: id, Plan: pl, StateDir: supervisor.StateDir()})
 	if err := sb.Prepare(); err != nil {
 		sb.Finish()
