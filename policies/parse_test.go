@@ -126,7 +126,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo at top level", "timout = \"5s\"\n" + base, 1, "timout",
 			[]string{"unknown key", "allowed at the top level: extends, description, python, limits, filesystem, sandbox, allowlist, audit, env", "(timeout belongs in [limits])"}},
 		{"typo in limits", edit(`timeout = "10s"`, `timout = "10s"`), 8, "limits.timout",
-			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, program_size, memory, pids"}},
+			[]string{"unknown key", `did you mean "timeout"?`, "allowed in [limits]: timeout, output_limit, output_mode, program_size, memory, pids"}},
 		{"other case in limits", edit("output_limit = \"64KiB\"", "output_limit = \"64KiB\"\nTimeout = \"1h\""), 10, "limits.Timeout",
 			[]string{`did you mean "timeout"?`}},
 		{"key in wrong table", edit("[filesystem]", "[filesystem]\ntimeout = \"1s\""), 21, "filesystem.timeout",

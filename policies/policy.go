@@ -53,10 +53,17 @@ const (
 	VerifyFull  = "full"  // every run: re-hash every file of the root against its manifest first
 )
 
+// What a run does past limits.output_limit.
+const (
+	OutputKill     = "kill"     // the run is killed: status output_limit
+	OutputTruncate = "truncate" // the run goes on; the head and the tail of the stream are kept
+)
+
 // Limits bound one run.
 type Limits struct {
 	Timeout     Duration // limits.timeout: wall clock
 	OutputLimit Size     // limits.output_limit: per stream (stdout and stderr each)
+	OutputMode  string   // limits.output_mode: OutputKill or OutputTruncate
 	ProgramSize Size     // limits.program_size: the program's source
 	Memory      Size     // limits.memory: cgroup memory limit, swap off
 	Pids        int64    // limits.pids: cgroup pids.max

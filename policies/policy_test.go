@@ -17,13 +17,13 @@ import (
 func TestBuiltins(t *testing.T) {
 	// The limits that bound a run: memory with swap off (strict 256 MiB,
 	// default 512 MiB), pids (strict 32, default 64), one CPU.
-	strictLimits := Limits{Timeout: Duration{10 * time.Second}, OutputLimit: 64 * kib, Memory: 256 * mib, Pids: 32, CPUs: 1,
+	strictLimits := Limits{Timeout: Duration{10 * time.Second}, OutputLimit: 64 * kib, OutputMode: OutputKill, Memory: 256 * mib, Pids: 32, CPUs: 1,
 		CPUTime: Duration{10 * time.Second}, OpenFiles: 256, FileSize: 16 * mib, Stack: 8 * mib,
 		WorkspaceSize: 64 * mib, WorkspaceInodes: 4096, ProgramSize: mib}
-	defaultLimits := Limits{Timeout: Duration{30 * time.Second}, OutputLimit: mib, Memory: 512 * mib, Pids: 64, CPUs: 1,
+	defaultLimits := Limits{Timeout: Duration{30 * time.Second}, OutputLimit: mib, OutputMode: OutputKill, Memory: 512 * mib, Pids: 64, CPUs: 1,
 		CPUTime: Duration{30 * time.Second}, OpenFiles: 1024, FileSize: 64 * mib, Stack: 8 * mib,
 		WorkspaceSize: 256 * mib, WorkspaceInodes: 16384, ProgramSize: mib}
-	datasciLimits := Limits{Timeout: Duration{60 * time.Second}, OutputLimit: mib, Memory: gib, Pids: 64, CPUs: 1,
+	datasciLimits := Limits{Timeout: Duration{60 * time.Second}, OutputLimit: mib, OutputMode: OutputTruncate, Memory: gib, Pids: 64, CPUs: 1,
 		CPUTime: Duration{60 * time.Second}, OpenFiles: 1024, FileSize: 256 * mib, Stack: 8 * mib,
 		WorkspaceSize: 512 * mib, WorkspaceInodes: 65536, ProgramSize: mib}
 	all := []string{"namespaces", "cgroups", "seccomp", "memfd_noexec"}

@@ -115,6 +115,20 @@ var schema = []Key{
 		bounds: sizeRange{kib, gib},
 	},
 	{
+		Name: "limits.output_mode", Example: `"kill"`,
+		Doc: "What a stream past `output_limit` does to the run: `kill` stops it (status `output_limit`); " +
+			"`truncate` lets the program finish and keeps the first and the last part of the stream, " +
+			"`output_limit` bytes in all, with `stdout_truncated`/`stderr_truncated` set (plain output shows " +
+			"the head as it comes, then a one-line marker and the tail at the end). A session's cells always " +
+			"truncate (each cell's head). Absent: `kill`, as before the key existed.",
+		field:  func(p *Policy) any { return &p.Limits.OutputMode },
+		values: func() []string { return []string{OutputKill, OutputTruncate} },
+		allowed: func() string {
+			return `"kill" (stop the run) or "truncate" (keep the head and the tail, let it finish)`
+		},
+		check: checkOutputMode,
+	},
+	{
 		Name: "limits.program_size", Required: true, Example: `"1MiB"`,
 		Doc: "Largest program nsbox accepts, from `-c`, a file or standard input; a larger one is refused " +
 			"before anything runs (it is read only up to this size).",

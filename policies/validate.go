@@ -84,6 +84,13 @@ func checkRoot(k *Key, p *Policy, at reporter) error {
 	return nil
 }
 
+func checkOutputMode(k *Key, p *Policy, at reporter) error {
+	if v := p.Limits.OutputMode; v != "" && !slices.Contains(k.values(), v) {
+		return at(k.Name, "%q is not an output mode (allowed: %s)", v, k.Allowed())
+	}
+	return nil
+}
+
 func checkVerify(k *Key, p *Policy, at reporter) error {
 	if v := p.Python.Verify; !slices.Contains(k.values(), v) {
 		return at(k.Name, "%q is not a verification level (allowed: %s)", v, k.Allowed())

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"log"
-	"slices"
 	"sync"
 
 	"github.com/nsbox/nsbox/policies"
@@ -23,16 +22,17 @@ const MaxPool = 64
 // cold, as nsbox run builds it. Each sandbox is used once. They start
 // with Serve and are torn down by Shutdown, once no run can take one.
 type pools struct {
-	cfg Config
-	log *log.Logger
+	cfg     Config
+	log     *log.Logger
+	waiting func(policy string, n int) // the metrics' gauge
 
 	mu     sync.Mutex
 	byName map[string]*pool.Pool[*job.Warm]
 	closed bool
 }
 
-func newPools(cfg Config, l *log.Logger) *pools {
-	return &pools{cfg: cfg, log: l}
+func newPools(cfg Config, l *log.Logger, waiting func(policy string, n int)) *pools {
+	return &pools{cfg: cfg, log: l, waiting: waiting}
 }
 
 // start starts a pool per policy (none when Config.Pool is 0).
@@ -49,6 +49,7 @@ func (ps *pools) start() {
 			OnError: func(err error) {
 				ps.log.Printf("pool %s: a sandbox could not be started ahead: %v", name, err)
 			},
+			OnWaiting: func(n int) { ps.waiting(name, n) },
 		}, func(ctx context.Context) (*job.Warm, error) {
 			return job.StartWarm(ctx, pol, ps.cfg.Log)
 		})
@@ -87,19 +88,4 @@ func (ps *pools) close() {
 		go func() { defer wg.Done(); p.Close() }()
 	}
 	wg.Wait()
-}
-
-// PoolCounts returns each policy's pool figures, by policy name in order
-// (for /v1/metrics); empty without pools.
-func (s *Server) PoolCounts() (names []string, counts []pool.Counts) {
-	s.pools.mu.Lock()
-	defer s.pools.mu.Unlock()
-	for name := range s.pools.byName {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		counts = append(counts, s.pools.byName[name].Counts())
-	}
-	return names, counts
 }

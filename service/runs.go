@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -96,8 +97,27 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := runContext(r.Context(), s.stop)
 	defer cancel()
+	if wantsStream(r) {
+		// The program's output as events, through the supervisor's live
+		// writers (the result then holds the first KiB of each stream,
+		// as in plain mode), then the result as the last line. A client
+		// that stops reading stops the run (killed, its row finished).
+		ev := newEventStream(w)
+		stdout, stderr := &streamWriter{name: "stdout", ev: ev}, &streamWriter{name: "stderr", ev: ev}
+		jr.Stdout, jr.Stderr = stdout, stderr
+		out := job.Run(ctx, jr)
+		s.log.Printf("run %s: %s (policy %s, streamed)", out.Result.ID, out.Result.Status, name)
+		s.metrics.run(string(out.Result.Status))
+		if stdout.flush() == nil && stderr.flush() == nil {
+			var b bytes.Buffer
+			_ = out.Result.WriteJSON(&b) // a bytes.Buffer does not fail
+			_ = ev.raw(b.Bytes())        // the client went away: the row has the run
+		}
+		return
+	}
 	out := job.Run(ctx, jr)
 	s.log.Printf("run %s: %s (policy %s)", out.Result.ID, out.Result.Status, name)
+	s.metrics.run(string(out.Result.Status))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = out.Result.WriteJSON(w) // the client went away: the row has the run

@@ -33,6 +33,7 @@ import (
 
 	apidoc "github.com/nsbox/nsbox/docs/api"
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/session"
 	"github.com/nsbox/nsbox/service/launch"
 )
 
@@ -40,6 +41,7 @@ import (
 const (
 	DefaultMaxBody           = launch.DefaultMaxBody
 	DefaultMaxConcurrentRuns = launch.DefaultMaxConcurrentRuns
+	DefaultMaxSessions       = launch.DefaultMaxSessions
 )
 
 // Config is what one server serves and how much.
@@ -52,6 +54,8 @@ type Config struct {
 	// MaxConcurrentRuns the runs at once (429 past it).
 	MaxBody           int64
 	MaxConcurrentRuns int
+	// MaxSessions bounds the sessions open at once (429 past it).
+	MaxSessions int
 	// Token, when set, is the bearer token every request must carry
 	// (Authorization: Bearer TOKEN); unset, the socket's permissions are
 	// the access control.
@@ -81,6 +85,9 @@ type Server struct {
 	token   [sha256.Size]byte
 	started time.Time
 	pools   *pools
+
+	sessions sessionTable
+	metrics  *metrics
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -96,6 +103,17 @@ var routes = []route{
 	{http.MethodPost, "/v1/runs", (*Server).postRun},
 	{http.MethodGet, "/v1/health", (*Server).getHealth},
 	{http.MethodGet, "/v1/openapi.json", (*Server).getOpenAPI},
+	{http.MethodGet, "/v1/metrics", (*Server).getMetrics},
+	{http.MethodPost, "/v1/sessions", (*Server).postSession},
+	{http.MethodGet, "/v1/sessions", (*Server).getSessions},
+	{http.MethodGet, "/v1/sessions/{id}", (*Server).getSession},
+	{http.MethodDelete, "/v1/sessions/{id}", (*Server).deleteSession},
+	{http.MethodPost, "/v1/sessions/{id}/cells", (*Server).postCell},
+	{http.MethodPost, "/v1/sessions/{id}/interrupt", (*Server).postInterrupt},
+	{http.MethodGet, "/v1/sessions/{id}/files", (*Server).getFiles},
+	{http.MethodPut, "/v1/sessions/{id}/files/{path...}", (*Server).putFile},
+	{http.MethodGet, "/v1/sessions/{id}/files/{path...}", (*Server).getFile},
+	{http.MethodDelete, "/v1/sessions/{id}/files/{path...}", (*Server).deleteFile},
 }
 
 // New returns a server for cfg, with the defaults of unset limits.
@@ -109,8 +127,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrentRuns == 0 {
 		cfg.MaxConcurrentRuns = DefaultMaxConcurrentRuns
 	}
-	if cfg.MaxBody < 0 || cfg.MaxConcurrentRuns < 0 {
-		return nil, fmt.Errorf("limits must be positive (max body %d, max concurrent runs %d)", cfg.MaxBody, cfg.MaxConcurrentRuns)
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxBody < 0 || cfg.MaxConcurrentRuns < 0 || cfg.MaxSessions < 0 {
+		return nil, fmt.Errorf("limits must be positive (max body %d, max concurrent runs %d, max sessions %d)", cfg.MaxBody, cfg.MaxConcurrentRuns, cfg.MaxSessions)
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -122,11 +143,13 @@ func New(cfg Config) (*Server, error) {
 		mux:     http.NewServeMux(),
 		started: time.Now(),
 	}
+	s.sessions.byID = map[string]*session.Session{}
+	s.metrics = newMetrics()
 	s.stop, s.cancel = context.WithCancelCause(context.Background())
 	if cfg.Pool < 0 || cfg.Pool > MaxPool {
 		return nil, fmt.Errorf("pool %d: from 0 to %d sandboxes per policy", cfg.Pool, MaxPool)
 	}
-	s.pools = newPools(cfg, s.log)
+	s.pools = newPools(cfg, s.log, s.SetPoolSize)
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
 	}
@@ -141,6 +164,9 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			for _, rt := range rts {
 				if r.Method == rt.method {
+					if rec, ok := w.(*statusRecorder); ok {
+						rec.route = routeKey{rt.method, strings.ReplaceAll(rt.path, "...}", "}")}
+					}
 					rt.handle(s, w, r)
 					return
 				}
@@ -177,14 +203,16 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, route: routeKey{"other", "other"}}
 		if s.cfg.Token != nil && !s.authorized(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="nsbox"`)
 			writeError(rec, http.StatusUnauthorized, "unauthorized", "this service needs Authorization: Bearer TOKEN")
 		} else {
 			s.mux.ServeHTTP(rec, r)
 		}
-		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		s.metrics.request(rec.route, rec.status, took)
+		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, took.Round(time.Millisecond))
 	})
 }
 
@@ -211,11 +239,13 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown drains: it closes the listeners, refuses new requests, and
-// waits for the requests in flight (runs included, each bounded by its
-// timeout) until ctx ends; then it returns ctx's error.
+// waits for the requests in flight (runs and cells included, each bounded
+// by its timeout) until ctx ends; then it ends every session (nothing of
+// them is left) and returns ctx's error, if any.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.pools.close() // after the runs: none can take a sandbox any more
+	s.closeSessions()
 	return err
 }
 
@@ -229,7 +259,12 @@ func (s *Server) Stop(why error) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	route  routeKey // the route that answered, for the metrics
 }
+
+// Unwrap lets http.ResponseController reach the connection's writer (a
+// streamed answer flushes each line).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code

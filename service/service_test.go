@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,11 +96,16 @@ func TestRoutesMatchDocument(t *testing.T) {
 	var documented, served []string
 	for p, ops := range doc["paths"].(map[string]any) {
 		for m := range ops.(map[string]any) {
+			if m == "parameters" { // shared by the path's operations
+				continue
+			}
 			documented = append(documented, strings.ToUpper(m)+" "+p)
 		}
 	}
 	for _, rt := range routes {
-		served = append(served, rt.method+" "+rt.path)
+		// A wildcard that takes the rest of the path ({path...}) is a
+		// plain path parameter in the document.
+		served = append(served, rt.method+" "+strings.ReplaceAll(rt.path, "...}", "}"))
 	}
 	slices.Sort(documented)
 	slices.Sort(served)
@@ -430,5 +436,54 @@ func TestStaleSocket(t *testing.T) {
 	}
 	if _, err := Listen(file); err == nil || !strings.Contains(err.Error(), "something else") {
 		t.Errorf("over a regular file: %v", err)
+	}
+}
+
+// TestMetrics: GET /v1/metrics is the Prometheus text format: every
+// family has its HELP and TYPE, requests are counted by route and code,
+// the latency histogram's buckets are cumulative and end at +Inf with the
+// count, and a pool size set by the pool shows.
+func TestMetrics(t *testing.T) {
+	s, _ := testServer(t, nil)
+	do(t, s, "GET", "/v1/health", "")
+	do(t, s, "GET", "/v1/health", "")
+	do(t, s, "GET", "/nowhere", "")
+	s.SetPoolSize("default", 2)
+	status, hdr, body := do(t, s, "GET", "/v1/metrics", "")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("%d %q", status, hdr.Get("Content-Type"))
+	}
+	text := string(body)
+	for _, want := range []string{
+		"# TYPE nsbox_runs_total counter\n",
+		"# TYPE nsbox_http_request_duration_seconds histogram\n",
+		"nsbox_sessions_open 0\n",
+		"nsbox_runs_active 0\n",
+		`nsbox_pool_waiting{policy="default"} 2` + "\n",
+		`nsbox_http_requests_total{method="GET",route="/v1/health",code="200"} 2` + "\n",
+		`nsbox_http_requests_total{method="other",route="other",code="404"} 1` + "\n",
+		`nsbox_http_request_duration_seconds_bucket{method="GET",route="/v1/health",le="+Inf"} 2` + "\n",
+		`nsbox_http_request_duration_seconds_count{method="GET",route="/v1/health"} 2` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q:\n%s", want, text)
+		}
+	}
+	// Buckets never decrease.
+	last := int64(-1)
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, `nsbox_http_request_duration_seconds_bucket{method="GET",route="/v1/health"`) {
+			continue
+		}
+		n, err := strconv.ParseInt(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+		if err != nil || n < last {
+			t.Errorf("bucket line %q after %d", line, last)
+		}
+		last = n
+	}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		if !strings.HasPrefix(line, "# ") && len(strings.Fields(line)) != 2 {
+			t.Errorf("not a sample line: %q", line)
+		}
 	}
 }

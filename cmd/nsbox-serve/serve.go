@@ -23,7 +23,7 @@ type serveFlags struct {
 	listen, tokenFile, policies, auditDB string
 	listenPublic                         bool
 	maxBody                              int64
-	maxConcurrentRuns, pool              int
+	maxConcurrentRuns, maxSessions, pool int
 	set                                  map[string]bool
 }
 
@@ -38,6 +38,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.Int64Var(&f.maxBody, "max-body", launch.DefaultMaxBody, "")
 	fs.IntVar(&f.maxConcurrentRuns, "max-concurrent-runs", launch.DefaultMaxConcurrentRuns, "")
 	fs.IntVar(&f.pool, "pool", launch.DefaultPool, "")
+	fs.IntVar(&f.maxSessions, "max-sessions", launch.DefaultMaxSessions, "")
 	fs.StringVar(&f.auditDB, "audit-db", "", "")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -118,12 +119,12 @@ func signalName(s os.Signal) string {
 // policies, each resolved now so a bad one stops the service at start.
 func serveConfig(fl serveFlags) (service.Config, service.Address, error) {
 	cfg := service.Config{
-		MaxBody: fl.maxBody, MaxConcurrentRuns: fl.maxConcurrentRuns,
+		MaxBody: fl.maxBody, MaxConcurrentRuns: fl.maxConcurrentRuns, MaxSessions: fl.maxSessions,
 		AuditDB: fl.auditDB, Log: os.Stderr, Version: version,
 		Policies: map[string]*policies.Policy{},
 	}
-	if cfg.MaxBody <= 0 || cfg.MaxConcurrentRuns <= 0 {
-		return cfg, service.Address{}, errors.New("--max-body and --max-concurrent-runs must be positive")
+	if cfg.MaxBody <= 0 || cfg.MaxConcurrentRuns <= 0 || cfg.MaxSessions <= 0 {
+		return cfg, service.Address{}, errors.New("--max-body, --max-concurrent-runs and --max-sessions must be positive")
 	}
 	if fl.pool < 0 || fl.pool > service.MaxPool {
 		return cfg, service.Address{}, fmt.Errorf("--pool %d: from 0 (none) to %d sandboxes per policy", fl.pool, service.MaxPool)

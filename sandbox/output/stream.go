@@ -14,6 +14,7 @@ package output
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -60,6 +61,16 @@ type Stream struct {
 	idle  bool
 	ended bool
 	kick  chan struct{} // a token when idle or ended is set
+
+	// Truncate mode (KeepHeadAndTail), under mu: the first headMax
+	// bytes are the head (kept, and teed as they come); every later byte
+	// goes through ring, which holds the last limit-headMax of them.
+	middle   bool
+	name     string // "stdout", for the marker
+	headMax  int64
+	ring     []byte
+	ringPos  int  // where the next byte goes once ring is full
+	lastHead byte // the head's last byte, for the marker's line break
 }
 
 // NewStream returns a Stream keeping at most limit bytes (a negative limit is
@@ -77,7 +88,27 @@ func NewStream(limit int64, tee io.Writer, onLimit func()) *Stream {
 // unchanged: a stream that is passed on as it arrives needs only a head
 // for its record, not a second copy of all it let through. Call it
 // before Copy.
-func (s *Stream) KeepOnly(n int64) { s.keepMax = min(max(n, 0), s.limit) }
+func (s *Stream) KeepOnly(n int64) {
+	s.keepMax = min(max(n, 0), s.limit)
+	if s.middle {
+		s.keepMax = min(s.keepMax, s.headMax)
+	}
+}
+
+// KeepHeadAndTail switches the Stream to truncate mode: past its limit
+// the program goes on (no onLimit call), and the Stream keeps the first
+// half of the limit (the head) and the last bytes of the stream up to the
+// limit (the tail), dropping the middle. Kept and Bytes return the head
+// then the tail. A tee gets the head as it arrives and the rest when the
+// stream ends: the bytes after the head if the stream fit, otherwise a
+// one-line marker naming the stream (name) and how much was left out,
+// then the tail. The memory held stays within the limit. Call it before
+// KeepOnly and Copy; a segmented stream (Cut) does not use it.
+func (s *Stream) KeepHeadAndTail(name string) {
+	s.middle, s.name, s.onLimit = true, name, nil
+	s.headMax = s.limit / 2
+	s.keepMax = min(s.keepMax, s.headMax)
+}
 
 // OnTeeError sets f to be called once, from the reading goroutine, when
 // writing to the tee fails (the caller closed its end of a pipe, a full
@@ -115,17 +146,29 @@ func (s *Stream) Copy(r io.Reader) error {
 				}
 			}
 		}
+		var end error
 		switch {
 		case rerr == nil && n == 0:
-			if empty++; empty >= maxEmptyReads {
-				return firstNonNil(firstErr, io.ErrNoProgress)
+			if empty++; empty < maxEmptyReads {
+				continue
 			}
+			end = io.ErrNoProgress
 		case rerr == nil:
+			continue
 		case isEndOfStream(rerr):
-			return firstErr
 		default:
-			return firstNonNil(firstErr, rerr)
+			end = rerr
 		}
+		if teeing && s.middle {
+			if err := writeAll(s.tee, s.teeRest()); err != nil {
+				firstErr = firstNonNil(firstErr, err)
+				s.teeErr.Store(&err)
+				if s.onTeeError != nil {
+					s.onTeeError(err)
+				}
+			}
+		}
+		return firstNonNil(firstErr, end)
 	}
 }
 
@@ -133,6 +176,9 @@ func (s *Stream) Copy(r io.Reader) error {
 // returns the part of p under the limit (what is passed on). It calls
 // onLimit the first time a byte is dropped.
 func (s *Stream) take(p []byte) []byte {
+	if s.middle {
+		return s.takeMiddle(p)
+	}
 	s.mu.Lock()
 	seen := s.total.Add(int64(len(p))) - int64(len(p)) - s.base
 	fit := p[:max(min(int64(len(p)), s.limit-seen), 0)]
@@ -147,6 +193,78 @@ func (s *Stream) take(p []byte) []byte {
 		s.onLimit()
 	}
 	return fit
+}
+
+// takeMiddle is take in truncate mode: it keeps the head, passes the
+// part of p in the head on, and puts the rest through the ring.
+func (s *Stream) takeMiddle(p []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := s.total.Add(int64(len(p))) - int64(len(p))
+	h := min(max(s.headMax-seen, 0), int64(len(p)))
+	head := p[:h]
+	if room := s.keepMax - int64(len(s.kept)); room > 0 && h > 0 {
+		s.kept = grow(s.kept, head[:min(h, room)], s.keepMax)
+	}
+	if h > 0 {
+		s.lastHead = head[h-1]
+	}
+	s.pushTail(p[h:])
+	if seen+int64(len(p)) > s.limit {
+		s.truncated.Store(true)
+	}
+	return head
+}
+
+// pushTail adds p to the ring, which keeps the last limit-headMax bytes.
+func (s *Stream) pushTail(p []byte) {
+	size := int(s.limit - s.headMax)
+	if size <= 0 {
+		return
+	}
+	for len(p) > 0 {
+		if len(s.ring) < size {
+			n := min(len(p), size-len(s.ring))
+			if s.ring == nil {
+				s.ring = make([]byte, 0, min(size, firstKeep))
+			}
+			s.ring = append(s.ring, p[:n]...)
+			p = p[n:]
+			continue
+		}
+		if len(p) >= size {
+			copy(s.ring, p[len(p)-size:])
+			s.ringPos = 0
+			return
+		}
+		n := copy(s.ring[s.ringPos:], p)
+		s.ringPos = (s.ringPos + n) % size
+		p = p[n:]
+	}
+}
+
+// tail returns the ring's bytes in order (a new slice); under mu.
+func (s *Stream) tail() []byte {
+	out := make([]byte, 0, len(s.ring))
+	return append(append(out, s.ring[s.ringPos:]...), s.ring[:s.ringPos]...)
+}
+
+// teeRest is what a truncate-mode tee gets when the stream ends: the
+// bytes after the head, preceded by the marker if some were left out.
+func (s *Stream) teeRest() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tail()
+	if !s.truncated.Load() {
+		return t
+	}
+	left := s.total.Load() - s.headMax - int64(len(t))
+	nl := ""
+	if s.total.Load() > 0 && s.headMax > 0 && s.lastHead != '\n' {
+		nl = "\n"
+	}
+	marker := fmt.Sprintf("%s[nsbox: %d bytes of %s left out here: output_limit %d, output_mode truncate]\n", nl, left, s.name, s.limit)
+	return append([]byte(marker), t...)
 }
 
 // grow appends p to dst, never to a capacity above keep (len(dst)+len(p)
@@ -175,6 +293,9 @@ func grow(dst, p []byte, keep int64) []byte {
 func (s *Stream) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.middle {
+		return append(append([]byte(nil), s.kept...), s.tail()...)
+	}
 	return append([]byte(nil), s.kept...)
 }
 
@@ -184,6 +305,9 @@ func (s *Stream) Bytes() []byte {
 func (s *Stream) Kept() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.middle && len(s.ring) > 0 {
+		return append(append(make([]byte, 0, len(s.kept)+len(s.ring)), s.kept...), s.tail()...)
+	}
 	return s.kept
 }
 

@@ -311,3 +311,66 @@ func TestKeptHeldOnce(t *testing.T) {
 		t.Error("Kept returned a copy")
 	}
 }
+
+// TestKeepHeadAndTail: in truncate mode a stream past its limit keeps its
+// first half-limit and its last bytes up to the limit, never calls
+// onLimit, and a tee gets the head live, then the marker and the tail; a
+// stream that fits is passed on whole, without a marker.
+func TestKeepHeadAndTail(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		limit   int64
+		kept    string
+		tee     string
+		trunc   bool
+		chunkSz int
+	}{
+		{"fits", "abcdefgh", 10, "abcdefgh", "abcdefgh", false, 3},
+		{"exactly", "abcdefghij", 10, "abcdefghij", "abcdefghij", false, 1},
+		{"over", "0123456789ABCDEFGHIJ", 10, "01234FGHIJ", "01234\n[nsbox: 10 bytes of stdout left out here: output_limit 10, output_mode truncate]\nFGHIJ", true, 3},
+		{"over, one read", "0123\n56789ABCDEFGHIJ", 10, "0123\nFGHIJ", "0123\n[nsbox: 10 bytes of stdout left out here: output_limit 10, output_mode truncate]\nFGHIJ", true, 100},
+		{"ring wraps", strings.Repeat("x", 7) + "0123456789", 4, "xx89", "xx\n[nsbox: 13 bytes of stdout left out here: output_limit 4, output_mode truncate]\n89", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tee bytes.Buffer
+			called := false
+			s := NewStream(tc.limit, &tee, func() { called = true })
+			s.KeepHeadAndTail("stdout")
+			r := &sizedReader{data: []byte(tc.in), size: tc.chunkSz}
+			if err := s.Copy(r); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(s.Kept()); got != tc.kept {
+				t.Errorf("kept %q, want %q", got, tc.kept)
+			}
+			if got := string(s.Bytes()); got != tc.kept {
+				t.Errorf("bytes %q, want %q", got, tc.kept)
+			}
+			if tee.String() != tc.tee {
+				t.Errorf("tee %q, want %q", tee.String(), tc.tee)
+			}
+			if s.Truncated() != tc.trunc || called {
+				t.Errorf("truncated %v (want %v), onLimit called %v", s.Truncated(), tc.trunc, called)
+			}
+			if s.Total() != int64(len(tc.in)) {
+				t.Errorf("total %d, want %d", s.Total(), len(tc.in))
+			}
+		})
+	}
+}
+
+// sizedReader returns data, size bytes per Read.
+type sizedReader struct {
+	data []byte
+	size int
+}
+
+func (c *sizedReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.size)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}

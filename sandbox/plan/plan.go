@@ -26,6 +26,9 @@ type Plan struct {
 	Timeout     time.Duration `json:"timeout"`
 	OutputLimit int64         `json:"output_limit"`
 	ProgramSize int64         `json:"program_size"`
+	// OutputTruncate: a stream past OutputLimit keeps its head and its
+	// tail and the program goes on; otherwise the run is killed.
+	OutputTruncate bool `json:"output_truncate"`
 	// CPUTime is RLIMIT_CPU (also in Rlimits), kept to classify a kill.
 	CPUTime time.Duration `json:"cpu_time"`
 

@@ -38,6 +38,10 @@ type Options struct {
 	// OnError receives a failed start (logged by the service); nil
 	// ignores it.
 	OnError func(error)
+	// OnWaiting receives the number of waiting sandboxes whenever it
+	// changes (the service's metrics), under the pool's lock: it must not
+	// call the pool. nil ignores it.
+	OnWaiting func(int)
 }
 
 // DefaultMaxWait bounds how long a sandbox waits: one started long ago
@@ -104,6 +108,7 @@ func (p *Pool[S]) Take() (S, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.poke()
+	defer p.changed()
 	for len(p.waiting) > 0 {
 		// The oldest first: it has the least time left before MaxWait.
 		e := p.waiting[0]
@@ -142,6 +147,7 @@ func (p *Pool[S]) Close() {
 	waiting := p.waiting
 	p.waiting = nil
 	p.counts.Discarded += uint64(len(waiting))
+	p.changed()
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range waiting {
@@ -149,6 +155,13 @@ func (p *Pool[S]) Close() {
 		go func() { defer wg.Done(); e.sb.Discard() }()
 	}
 	wg.Wait()
+}
+
+// changed reports the number waiting; p.mu is held.
+func (p *Pool[S]) changed() {
+	if p.o.OnWaiting != nil {
+		p.o.OnWaiting(len(p.waiting))
+	}
 }
 
 // poke wakes the refiller without blocking.
@@ -178,6 +191,7 @@ func (p *Pool[S]) refill() {
 			default:
 				p.counts.Started++
 				p.waiting = append(p.waiting, entry[S]{sb, time.Now()})
+				p.changed()
 			}
 			closed := p.closed
 			p.mu.Unlock()
@@ -230,6 +244,9 @@ func (p *Pool[S]) prune() {
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
 	p.counts.Discarded += uint64(len(gone))
+	if len(gone) > 0 {
+		p.changed()
+	}
 	p.mu.Unlock()
 	for _, sb := range gone {
 		sb.Discard()

@@ -69,8 +69,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // discarded, Close discards the waiting ones and nothing is left.
 func TestPool(t *testing.T) {
 	m := &maker{}
-	p := New(Options{Size: 2}, m.start)
-	eventually(t, "2 waiting", func() bool { return p.Counts().Waiting == 2 })
+	var reported atomic.Int32
+	reported.Store(-1)
+	p := New(Options{Size: 2, OnWaiting: func(n int) { reported.Store(int32(n)) }}, m.start)
+	eventually(t, "2 waiting", func() bool { return p.Counts().Waiting == 2 && reported.Load() == 2 })
 	a, ok := p.Take()
 	if !ok || a.n != 0 {
 		t.Fatalf("take: %v %v, want the oldest", a, ok)
@@ -96,7 +98,7 @@ func TestPool(t *testing.T) {
 			t.Errorf("sandbox %d left after Close", f.n)
 		}
 	}
-	if c := p.Counts(); c.Waiting != 0 || c.Taken != 2 {
+	if c := p.Counts(); c.Waiting != 0 || c.Taken != 2 || reported.Load() != 0 {
 		t.Errorf("counts after Close: %+v", c)
 	}
 	if _, ok := p.Take(); ok {

@@ -61,6 +61,12 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	stderr := output.NewStream(pl.OutputLimit, sb.o.Stderr, func() {
 		stop.stop(result.StatusOutputLimit, result.LimitStderr, fmt.Sprintf("stderr exceeded %d bytes", pl.OutputLimit))
 	})
+	// In truncate mode a stream past the cap keeps its head and its tail
+	// and the program goes on: onLimit is never called.
+	if pl.OutputTruncate {
+		stdout.KeepHeadAndTail("stdout")
+		stderr.KeepHeadAndTail("stderr")
+	}
 	// Output passed on as it arrives (plain mode) is not kept beyond the
 	// head the audit log records: the caller has it, and a second copy
 	// of up to the cap would be the supervisor's memory, outside any

@@ -1,0 +1,444 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/job"
+	"github.com/nsbox/nsbox/sandbox/plan"
+	"github.com/nsbox/nsbox/sandbox/planner"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/session"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
+)
+
+// DefaultIdleTimeout closes a session that ran no cell for this long,
+// unless its request says otherwise.
+const DefaultIdleTimeout = 10 * time.Minute
+
+// sessionTable holds the open sessions. A session leaves it when it is
+// torn down, whoever tore it down (DELETE, its idle timeout, a cell that
+// ended it, the drain).
+type sessionTable struct {
+	mu      sync.Mutex
+	byID    map[string]*session.Session
+	closing bool // the drain began: no new session
+}
+
+// add records s unless the table is full or closing.
+func (t *sessionTable) add(s *session.Session, max int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closing:
+		return errDraining
+	case len(t.byID) >= max:
+		return errTooManySessions
+	}
+	t.byID[s.ID()] = s
+	go func() {
+		<-s.Done()
+		t.mu.Lock()
+		delete(t.byID, s.ID())
+		t.mu.Unlock()
+	}()
+	return nil
+}
+
+func (t *sessionTable) get(id string) *session.Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+func (t *sessionTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+func (t *sessionTable) all() []*session.Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*session.Session
+	for _, s := range t.byID {
+		out = append(out, s)
+	}
+	return out
+}
+
+// closeAll refuses new sessions and ends every open one; nothing of them
+// is left when it returns.
+func (t *sessionTable) closeAll() {
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range t.all() {
+		wg.Go(func() { s.Close() })
+	}
+	wg.Wait()
+}
+
+var (
+	errDraining        = errors.New("the service is shutting down")
+	errTooManySessions = errors.New("too many sessions")
+)
+
+// sessionRequest is POST /v1/sessions' body (SessionRequest).
+type sessionRequest struct {
+	Policy         string            `json:"policy"`
+	TimeoutPerCell *float64          `json:"timeout_per_cell"` // seconds; at most the policy's timeout
+	IdleTimeout    *float64          `json:"idle_timeout"`     // seconds
+	Labels         map[string]string `json:"labels"`
+}
+
+// sessionCreated is its answer (Session).
+type sessionCreated struct {
+	ID      string    `json:"id"`
+	Policy  string    `json:"policy"`
+	Created time.Time `json:"created"`
+}
+
+// cellRequest is POST /v1/sessions/{id}/cells' body (CellRequest).
+type cellRequest struct {
+	Code    string   `json:"code"`
+	Timeout *float64 `json:"timeout"` // seconds; at most the session's timeout_per_cell
+}
+
+// seconds turns a request's number of seconds into a duration.
+func seconds(name string, v float64) (time.Duration, error) {
+	if !(v > 0) || v*float64(time.Second) > math.MaxInt64 {
+		return 0, fmt.Errorf("%s %v: must be a positive number of seconds", name, v)
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// postSession is POST /v1/sessions: a live sandbox whose interpreter
+// waits for cells.
+func (s *Server) postSession(w http.ResponseWriter, r *http.Request) {
+	var req sessionRequest
+	if !s.readBody(w, r, &req) {
+		return
+	}
+	name := req.Policy
+	if name == "" {
+		name = defaultPolicy
+	}
+	pol, ok := s.cfg.Policies[name]
+	if !ok {
+		writeError(w, http.StatusForbidden, "policy_refused", fmt.Sprintf("policy %q is not served here (see /v1/health for those that are)", name))
+		return
+	}
+	var flags planner.Flags
+	idle := DefaultIdleTimeout
+	var err error
+	if req.TimeoutPerCell != nil {
+		if flags.Timeout, err = seconds("timeout_per_cell", *req.TimeoutPerCell); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+	}
+	if req.IdleTimeout != nil {
+		if idle, err = seconds("idle_timeout", *req.IdleTimeout); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+	}
+	if err := job.CheckLabels(req.Labels); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	if s.sessions.count() >= s.cfg.MaxSessions {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("%d sessions are open, the most this service keeps", s.cfg.MaxSessions))
+		return
+	}
+	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
+	if err != nil {
+		// The request asked more than the policy allows, or this host
+		// cannot enforce the policy: no sandbox.
+		writeError(w, http.StatusBadRequest, "session_refused", err.Error())
+		return
+	}
+	pl.Runner.Mode, pl.Runner.Outputs = pyrunner.ModeSession, true
+	if err := job.EnsureBase(r.Context(), pl.Root.Name, s.cfg.Log); err != nil {
+		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
+		return
+	}
+	ss, err := session.Open(r.Context(), session.Options{
+		Plan: pl, StateDir: supervisor.StateDir(), AuditDB: s.cfg.AuditDB, Labels: req.Labels, IdleTimeout: idle,
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
+		return
+	}
+	if err := s.sessions.add(ss, s.cfg.MaxSessions); err != nil {
+		ss.Close()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("no session: %v", err))
+		return
+	}
+	info := ss.Info()
+	s.log.Printf("session %s: open (policy %s)", info.ID, name)
+	writeJSON(w, http.StatusCreated, sessionCreated{ID: info.ID, Policy: name, Created: info.Created})
+}
+
+// readBody decodes a JSON request body into v, or answers 413 or 400.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength > s.cfg.MaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is %d bytes, more than this service accepts (%d)", r.ContentLength, s.cfg.MaxBody))
+		return false
+	}
+	if err := decodeBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is larger than this service accepts (%d bytes)", s.cfg.MaxBody))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return false
+	}
+	return true
+}
+
+// session returns the request's session, or answers 404.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *session.Session {
+	id := r.PathValue("id")
+	ss := s.sessions.get(id)
+	if ss == nil {
+		writeError(w, http.StatusNotFound, "no_session", fmt.Sprintf("no open session %q", id))
+	}
+	return ss
+}
+
+// sessionList is GET /v1/sessions' answer.
+type sessionList struct {
+	Sessions []session.Info `json:"sessions"`
+}
+
+func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) {
+	out := sessionList{Sessions: []session.Info{}}
+	for _, ss := range s.sessions.all() {
+		out.Sessions = append(out.Sessions, ss.Info())
+	}
+	slices.SortFunc(out.Sessions, func(a, b session.Info) int { return a.Created.Compare(b.Created) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	if ss := s.session(w, r); ss != nil {
+		writeJSON(w, http.StatusOK, ss.Info())
+	}
+}
+
+// deleteSession ends the session (a running cell is killed) and answers
+// with the session's own result: how its interpreter ended, and the CPU
+// time and peak memory of the whole session.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	ss := s.session(w, r)
+	if ss == nil {
+		return
+	}
+	final := ss.Close()
+	s.log.Printf("session %s: closed (%s)", ss.ID(), final.Status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = final.WriteJSON(w)
+}
+
+// postCell is POST /v1/sessions/{id}/cells: the session's next cell, its
+// result as a run's (with the cell's outputs and exception). 409 while
+// another cell of the session runs.
+func (s *Server) postCell(w http.ResponseWriter, r *http.Request) {
+	ss := s.session(w, r)
+	if ss == nil {
+		return
+	}
+	var req cellRequest
+	if !s.readBody(w, r, &req) {
+		return
+	}
+	var timeout time.Duration
+	if req.Timeout != nil {
+		var err error
+		if timeout, err = seconds("timeout", *req.Timeout); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+	}
+	ctx, cancel := runContext(r.Context(), s.stop)
+	defer cancel()
+	res, err := ss.Run(ctx, []byte(req.Code), timeout)
+	switch {
+	case errors.Is(err, session.ErrBusy):
+		writeError(w, http.StatusConflict, "cell_running", "another cell of this session is running")
+		return
+	case errors.Is(err, session.ErrClosed):
+		writeError(w, http.StatusGone, "session_ended", "the session has ended")
+		return
+	case errors.Is(err, session.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "cell_too_large", err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	s.log.Printf("session %s: cell %s: %s", ss.ID(), res.ID, res.Status)
+	s.metrics.cell(string(res.Status))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = res.WriteJSON(w)
+}
+
+// interrupted is POST /v1/sessions/{id}/interrupt's answer.
+type interrupted struct {
+	Interrupted bool `json:"interrupted"` // a cell was running
+}
+
+func (s *Server) postInterrupt(w http.ResponseWriter, r *http.Request) {
+	if ss := s.session(w, r); ss != nil {
+		writeJSON(w, http.StatusOK, interrupted{Interrupted: ss.Interrupt()})
+	}
+}
+
+// files returns the session's workspace, or answers.
+func (s *Server) files(w http.ResponseWriter, r *http.Request) *supervisor.Files {
+	ss := s.session(w, r)
+	if ss == nil {
+		return nil
+	}
+	f, err := ss.Files()
+	if err != nil {
+		writeError(w, http.StatusGone, "session_ended", err.Error())
+		return nil
+	}
+	return f
+}
+
+// fileError answers a Files error with its status: the path refused 400,
+// missing 404, not a regular file 409, too large or the workspace full
+// 413, the session ended 410.
+func fileError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, supervisor.ErrRefused):
+		writeError(w, http.StatusBadRequest, "path_refused", err.Error())
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, "no_file", err.Error())
+	case errors.Is(err, supervisor.ErrNotRegular), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EISDIR):
+		writeError(w, http.StatusConflict, "not_a_file", err.Error())
+	case errors.Is(err, supervisor.ErrTooLarge), errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EFBIG):
+		writeError(w, http.StatusRequestEntityTooLarge, "file_too_large", err.Error())
+	case errors.Is(err, supervisor.ErrNoFiles):
+		writeError(w, http.StatusGone, "session_ended", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "files_error", err.Error())
+	}
+}
+
+// putFile writes the body to the path, creating its missing directories;
+// the file is owned by the program. ?mode= gives its permission bits in
+// octal (0644 when absent).
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	f := s.files(w, r)
+	if f == nil {
+		return
+	}
+	mode := os.FileMode(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" {
+		v, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || v == 0 || v > 0o777 {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("mode %q: octal permission bits, 1 to 0777", m))
+			return
+		}
+		mode = os.FileMode(v)
+	}
+	if r.ContentLength > s.cfg.MaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the file is %d bytes, more than this service accepts (%d)", r.ContentLength, s.cfg.MaxBody))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the file is larger than this service accepts (%d bytes)", s.cfg.MaxBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("read the body: %v", err))
+		return
+	}
+	if err := f.WriteFile(r.PathValue("path"), data, mode); err != nil {
+		fileError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getFile answers with the file's bytes, at most --max-body of them.
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	f := s.files(w, r)
+	if f == nil {
+		return
+	}
+	data, err := f.ReadFile(r.PathValue("path"), s.cfg.MaxBody)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	f := s.files(w, r)
+	if f == nil {
+		return
+	}
+	if err := f.Remove(r.PathValue("path")); err != nil {
+		fileError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fileList is GET /v1/sessions/{id}/files' answer.
+type fileList struct {
+	Files []supervisor.FileInfo `json:"files"`
+}
+
+// getFiles lists the directory ?dir= of the workspace (its root when
+// absent); links are listed, never followed.
+func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) {
+	f := s.files(w, r)
+	if f == nil {
+		return
+	}
+	list, err := f.List(r.URL.Query().Get("dir"))
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	if list == nil {
+		list = []supervisor.FileInfo{}
+	}
+	writeJSON(w, http.StatusOK, fileList{Files: list})
+}
+
+// closeSessions ends every session at the drain, once no request is in
+// flight.
+func (s *Server) closeSessions() {
+	s.sessions.closeAll()
+}
