@@ -54,8 +54,8 @@ func TestServeSessions(t *testing.T) {
 		ID, Policy string
 		Created    time.Time
 	}
-	req := map[string]any{"policy": "strict", "timeout_per_cell": 10, "idle_timeout": 120, "labels": map[string]string{"job": "sessions"}}
-	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &created); st != 201 || created.ID == "" || created.Policy != "strict" {
+	req := map[string]any{"policy": "default", "timeout_per_cell": 10, "idle_timeout": 120, "labels": map[string]string{"job": "sessions"}}
+	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &created); st != 201 || created.ID == "" || created.Policy != "default" {
 		t.Fatalf("POST /v1/sessions: %d %s", st, b)
 	}
 	id := created.ID

@@ -8,6 +8,7 @@
 // flags (docs/cli.md) and passes the ones given as --name=value.
 //
 //	nsbox-serve serve [--listen=...] [--token-file=...] ...
+//	nsbox-serve client --server=... --code-fd=N [--json] [--policy=...] ...
 //
 // It also handles the init's command line, like nsbox: the supervisor
 // re-executes the running binary as the sandbox init when no stand-alone
@@ -38,6 +39,8 @@ func main() {
 		switch os.Args[1] {
 		case "serve":
 			os.Exit(serveMain(os.Args[2:]))
+		case "client":
+			os.Exit(clientMain(os.Args[2:]))
 		}
 	}
 	fmt.Fprintln(os.Stderr, "nsbox-serve: internal to nsbox (run `nsbox serve`)")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
@@ -18,6 +19,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/planner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
+	"github.com/nsbox/nsbox/service/launch"
 )
 
 func runCommand() *cli.Command {
@@ -42,6 +44,10 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "trace-phases", Usage: "record how long each phase of the run took (result field phases; on stderr in plain mode)"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
 			onceFlag("audit-db", nil, "", "audit log database (default $NSBOX_AUDIT_DB or "+audit.DefaultPath+")"),
+			&cli.StringFlag{Name: "server", EnvVars: []string{"NSBOX_SERVER"},
+				Usage: "send the run to an nsbox serve at unix:PATH or tcp:HOST:PORT (or $NSBOX_SERVER); same output and exit code (no --workspace, --trace-phases or --audit-db)"},
+			&cli.StringFlag{Name: "token-file", EnvVars: []string{"NSBOX_TOKEN_FILE"},
+				Usage: "with --server on TCP: file whose first line is the service's bearer token (or $NSBOX_TOKEN_FILE)"},
 		},
 		Action: runAction,
 		// A caller that asked for JSON gets one result object even when
@@ -62,6 +68,9 @@ func runCommand() *cli.Command {
 }
 
 func runAction(c *cli.Context) error {
+	if c.String("server") != "" {
+		return runRemote(c)
+	}
 	jsonOut := c.Bool("json")
 	tr := newTrace(c.Bool("trace-phases"))
 	ctx, stop := stopOnSignals()
@@ -207,4 +216,66 @@ func signalName(s os.Signal) string {
 		return "SIGQUIT"
 	}
 	return s.String()
+}
+
+// runRemote is nsbox run --server: the flags and the program are read
+// here, as for a local run, and handed to nsbox-serve's client (beside
+// nsbox, trusted as for nsbox serve), which replaces this process: the
+// HTTP client stays out of nsbox. The program goes over a memfd, so its
+// size is not bounded by the command line's.
+func runRemote(c *cli.Context) error {
+	fail := func(err error) error {
+		return cli.Exit("nsbox: --server: "+err.Error(), result.ExitSandboxError)
+	}
+	for _, f := range []string{"workspace", "trace-phases", "audit-db"} {
+		if c.IsSet(f) {
+			return fail(fmt.Errorf("--%s is for a local run (the service has its own workspace and audit log)", f))
+		}
+	}
+	args := []string{"client", "--server=" + c.String("server"), "--policy=" + c.String("policy")}
+	if c.String("token-file") != "" {
+		args = append(args, "--token-file="+c.String("token-file"))
+	}
+	if c.Bool("json") {
+		args = append(args, "--json")
+	}
+	flags, err := planFlags(c)
+	if err != nil {
+		return fail(err)
+	}
+	if flags.Timeout > 0 {
+		args = append(args, fmt.Sprintf("--timeout=%g", flags.Timeout.Seconds()))
+	}
+	if flags.OutputLimit > 0 {
+		args = append(args, fmt.Sprintf("--output-limit=%d", flags.OutputLimit))
+	}
+	if _, err := job.ParseLabels(c.StringSlice("label")); err != nil {
+		return fail(err)
+	}
+	for _, l := range c.StringSlice("label") {
+		args = append(args, "--label="+l)
+	}
+	// The largest program any policy accepts; the service applies the
+	// policy's own limits.program_size.
+	wait := flags.Timeout
+	if wait == 0 {
+		wait = time.Minute
+	}
+	code, err := readCode(c, programLimits{size: 64 << 20, wait: wait})
+	if err != nil {
+		return fail(err)
+	}
+	fd, err := unix.MemfdCreate("nsbox-program", 0) // inherited by the client across execve
+	if err != nil {
+		return fail(fmt.Errorf("memfd_create: %w", err))
+	}
+	f := os.NewFile(uintptr(fd), "program")
+	if _, err := f.Write(code); err != nil {
+		return fail(fmt.Errorf("write the program to a memfd: %w", err))
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return fail(fmt.Errorf("seek the program's memfd: %w", err))
+	}
+	args = append(args, "--code-fd="+strconv.Itoa(fd))
+	return fail(launch.Exec(args))
 }
