@@ -121,9 +121,21 @@ class Service:
         except FileNotFoundError:
             return set()
 
-    def wait_pool(self, n, limit=120):
+    def pool_waiting(self, policy):
+        """nsbox_pool_waiting{policy=...} from /v1/metrics: run-mode
+        sandboxes ready in the policy's pool."""
+        st, b = Client(self.sock).call("GET", "/v1/metrics")
+        if st != 200:
+            raise RuntimeError("GET /v1/metrics: %d" % st)
+        key = 'nsbox_pool_waiting{policy="%s"} ' % policy
+        for line in b.decode().splitlines():
+            if line.startswith(key):
+                return int(line[len(key):])
+        return 0
+
+    def wait_pool(self, n, limit=120, policy="strict"):
         deadline = time.monotonic() + limit
-        while len(self.waiting()) < n:
+        while self.pool_waiting(policy) < n:
             if time.monotonic() > deadline:
                 raise RuntimeError("pool not refilled to %d within %d s" % (n, limit))
             time.sleep(0.005)
@@ -213,7 +225,7 @@ def pandas_pooled(svc, venv_py, env, runs, warmups, log):
         w.run("import pandas")  # imported once: "already running"
         m, b, pooled = [], [], 0
         for i in range(warmups + runs):
-            svc.wait_pool(1, 300)
+            svc.wait_pool(1, 300, "datasci")
             before = svc.waiting()
             t0 = time.perf_counter_ns()
             r = c.run(PANDAS_SNIPPET, "datasci")
@@ -313,11 +325,11 @@ def sustained(svc, seconds, clients, log):
 def refill(svc, policy, size, log):
     """From an empty pool (size runs take every waiting sandbox) to full."""
     c = Client(svc.sock)
-    svc.wait_pool(size, 300)
+    svc.wait_pool(size, 300, policy)
     for _ in range(size):
         c.run(PRINT1, policy)
     t0 = time.monotonic()
-    svc.wait_pool(size, 300)
+    svc.wait_pool(size, 300, policy)
     el = time.monotonic() - t0
     log("refill %s: %d sandboxes in %.2f s (%.1f/s)" % (policy, size, el, size / el))
     return {"policy": policy, "sandboxes": size, "seconds": el, "per_s": size / el}

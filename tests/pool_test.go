@@ -97,10 +97,34 @@ func warmIDs(t *testing.T, s *served, n int) []string {
 	}
 }
 
+// poolReady waits until the run pool of policy has n sandboxes ready
+// (nsbox_pool_waiting in /v1/metrics).
+func poolReady(t *testing.T, s *served, policy string, n int) {
+	t.Helper()
+	key := fmt.Sprintf("nsbox_pool_waiting{policy=%q} ", policy)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, b := s.get(t, "/v1/metrics")
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				var got int
+				if fmt.Sscan(v, &got); got >= n {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %s pool has not %d sandboxes ready after 60s\n%s\n%s", policy, n, b, s.logText())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // pooledRun waits for a warm sandbox, runs code through the service and
 // checks that the run took one of the sandboxes that waited.
 func pooledRun(t *testing.T, s *served, req map[string]any) *result.Result {
 	t.Helper()
+	poolReady(t, s, req["policy"].(string), 1)
 	warm := warmIDs(t, s, 1)
 	st, r, body := s.run(t, req)
 	if st != 200 {
@@ -263,5 +287,57 @@ func TestPoolBypass(t *testing.T) {
 		}
 	}
 	s.stopAndWait(t)
+	s.nothingLeft(t)
+}
+
+// TestPoolSession: a new session takes a session opened ahead, its
+// interpreter waiting with the preload imported: the request's labels
+// go on its cells' rows, a module loaded along stays refused, and a
+// session that narrows timeout_per_cell is opened cold (and preloads
+// too: every session is started before its first cell).
+func TestPoolSession(t *testing.T) {
+	needRoot(t)
+	pol := poolPolicy(t, "extends = \"default\"\n[allowlist]\npreload = [\"asyncio\"]\n")
+	s := startServe(t, "", "--policies", pol, "--pool", "1")
+	s.ready(t)
+	poolReady(t, s, pol, 1)
+	warm := warmIDs(t, s, 2) // one run, one session
+	// The session pool has no gauge: its run directory exists from the
+	// start of its preparation, the session a moment later.
+	time.Sleep(1500 * time.Millisecond)
+	warm = warmIDs(t, s, 2)
+	var created struct{ ID string }
+	req := map[string]any{"policy": pol, "labels": map[string]string{"job": "pooled"}}
+	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &created); st != 201 || !slices.Contains(warm, created.ID) {
+		t.Fatalf("POST /v1/sessions: %d %s; want one of the waiting %v", st, b, warm)
+	}
+	probe := "import sys\nprint('asyncio' in sys.modules, 'subprocess' in sys.modules)"
+	if r := s.cell(t, created.ID, probe); r.Status != result.StatusOK || r.Stdout != "True True\n" {
+		t.Errorf("pooled session: %s %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	if r := s.cell(t, created.ID, "import subprocess"); r.Status != result.StatusPolicyViolation {
+		t.Errorf("import subprocess in a pooled session: %s", r.Status)
+	}
+	before := warmIDs(t, s, 1)
+	var cold struct{ ID string }
+	req["timeout_per_cell"] = 5
+	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &cold); st != 201 || slices.Contains(before, cold.ID) {
+		t.Fatalf("POST /v1/sessions narrowing: %d %s; want a cold session", st, b)
+	}
+	if r := s.cell(t, cold.ID, probe); r.Status != result.StatusOK || r.Stdout != "True True\n" {
+		t.Errorf("cold session: %s %q", r.Status, r.Stdout)
+	}
+	labelled := 0
+	for _, row := range auditRows(t, s.db) {
+		if l, ok := row["labels"].(map[string]any); ok && l["job"] == "pooled" && (l["session"] == created.ID || l["session"] == cold.ID) {
+			labelled++
+		}
+	}
+	if labelled != 3 {
+		t.Errorf("%d cell rows with the request's labels, want 3", labelled)
+	}
+	if code := s.stopAndWait(t); code != 0 {
+		t.Errorf("exit %d after SIGTERM\n%s", code, s.logText())
+	}
 	s.nothingLeft(t)
 }
