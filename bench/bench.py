@@ -64,6 +64,13 @@ distributions of duration_ms - timeout, of the kill's lateness (the
 program's end, from --trace-phases, minus its deadline) and of the wall
 time seen by the harness minus the timeout.
 
+Service (unless --only names neither it nor "service"; bench/servicebench.py):
+nsbox serve on a Unix socket driven by a client in this process: one-shot
+print(1) through the pool against bare python -c, a pandas snippet through
+the datasci pool against a running interpreter, a datasci session's
+df.describe() cell (p50, p99), sustained runs/s with 8 clients, the pools'
+refill rate and the service's RSS with 0, 10 and 50 idle sessions.
+
 Output: bench/results/bench.json (every sample) and docs/benchmarks.md (the
 table, the machine and how to reproduce). Stdlib only; Python >= 3.11; root.
 """
@@ -88,6 +95,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 from pandas_import import policy_env  # noqa: E402  (same directory)
+import servicebench  # noqa: E402  (same directory)
 
 PY = "/usr/bin/python3.11"
 STDLIB_CODE = "import json,re; sum(i*i for i in range(100000))"
@@ -773,6 +781,7 @@ def markdown(res, a):
         L.append("")
     L += markdown_extras(res.get("extras"))
     L += markdown_supervisor(res.get("supervisor_memory"), res.get("timeouts"))
+    L += servicebench.markdown(res.get("service"))
     findings = os.path.join(HERE, "findings.md")
     if os.path.exists(findings):  # hand-written reading of a run; kept across reruns
         with open(findings) as f:
@@ -980,6 +989,13 @@ def main():
                 res["timeouts"] = timeouts(a, nsbox)
             except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
                 notes.append("timeouts failed: %s" % str(e)[:300])
+        if want_section(a, "service"):
+            print("bench: [service] nsbox serve on a Unix socket", file=sys.stderr, flush=True)
+            venv_py = os.path.join(rp(a.venv), "bin", "python")
+            have_datasci = os.path.isdir(os.path.join(ROOTS, "datasci"))
+            venv_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **policy_env("datasci"))
+            res["service"] = servicebench.service_figures(
+                a, nsbox, tmp, notes, PY, venv_py if os.path.exists(venv_py) else None, venv_env, have_datasci)
         meths = build_methods(a, tmp, notes)
         for i, m in enumerate(meths):
             print("bench: [%d/%d] %s (%s), %d pairs" % (i + 1, len(meths), m["name"], m["workload"], m["runs"]),

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,11 @@ func TestParseValid(t *testing.T) {
 			func(p *Policy) bool { return len(p.Sandbox.Require) == 2 }},
 		{"root path", edit(`root = "base"`, `root = "/var/lib/nsbox/roots/mine"`), func(p *Policy) bool { return p.Python.Root == "/var/lib/nsbox/roots/mine" }},
 		{"datasci root", edit(`root = "base"`, `root = "datasci"`), func(p *Policy) bool { return p.Python.Root == "datasci" }},
+		{"preload", edit("strict_attributes = true", "strict_attributes = true\npreload = [\"json.decoder\", \"math\"]"),
+			func(p *Policy) bool { return slices.Equal(p.Allowlist.Preload, []string{"json.decoder", "math"}) }},
+		{"preload with every import", edit(`imports = ["math", "json"]`, "imports = [\"*\"]\npreload = [\"os\"]"),
+			func(p *Policy) bool { return slices.Equal(p.Allowlist.Preload, []string{"os"}) }},
+		{"no preload", base, func(p *Policy) bool { return p.Allowlist.Preload != nil && len(p.Allowlist.Preload) == 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +175,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad env name", base + "[env]\n\"1X\" = \"a\"\n", 38, `env.1X`, []string{"not a valid variable name"}},
 		{"quoted env name", base + "[env]\n\"A B\" = \"a\"\n", 38, `env."A B"`, []string{"not a valid variable name"}},
 		{"env NUL", base + "[env]\nX = \"a\\u0000b\"\n", 38, "env.X", []string{"NUL"}},
+		// A preloaded module the program may not import would be handed
+		// to it loaded: refused where it is written.
+		{"preload not allowed", edit("strict_attributes = true", "strict_attributes = true\npreload = [\"math\", \"os.path\"]"), 34, "allowlist.preload",
+			[]string{`element 2: "os" is not allowed by allowlist.imports`}},
+		{"preload bad name", edit("strict_attributes = true", "strict_attributes = true\npreload = [\"json..x\"]"), 34, "allowlist.preload",
+			[]string{`"json..x" is not a module name`}},
 		{"env not string", base + "[env]\nX = 1\n", 38, "env.X", []string{"must be a string, not an integer"}},
 		{"memory too small", edit(`"256MiB"`, `"1MiB"`), 10, "limits.memory", []string{"1MiB is below the minimum 16MiB (allowed: 16MiB..64GiB)"}},
 		{"pids not integer", edit("pids = 32", `pids = "32"`), 11, "limits.pids", []string{"must be an integer, not a string", "4..4096"}},

@@ -115,6 +115,7 @@ type Allowlist struct {
 	DenyBuiltins     []string // allowlist.deny_builtins: from DenyableBuiltins
 	DenyEvents       []string // allowlist.deny_events: PEP 578 audit event names
 	StrictAttributes bool     // allowlist.strict_attributes
+	Preload          []string // allowlist.preload: modules a warm sandbox imports before the program
 }
 
 // AllImports is the Allowlist.Imports entry that allows every module.

@@ -39,13 +39,13 @@ func TestBuiltins(t *testing.T) {
 		descriptionMentioning string
 	}{
 		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg"},
-			Allowlist{pyrunner.DatasciAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false}, false, "pandas"},
+			Allowlist{pyrunner.DatasciAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{"matplotlib.pyplot", "numpy", "pandas"}}, false, "pandas"},
 		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true, false}, map[string]string{},
-			Allowlist{pyrunner.DefaultAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false}, false, "limits"},
+			Allowlist{pyrunner.DefaultAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{}}, false, "limits"},
 		{"permissive", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true, false}, map[string]string{},
-			Allowlist{[]string{"*"}, []string{}, []string{}, false}, false, "isolation"},
+			Allowlist{[]string{"*"}, []string{}, []string{}, false, []string{}}, false, "isolation"},
 		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true, false}, map[string]string{},
-			Allowlist{pyrunner.StrictAllow, pyrunner.StrictDenyBuiltins, pyrunner.StrictDenyEvents, true}, true, "untrusted agent code"},
+			Allowlist{pyrunner.StrictAllow, pyrunner.StrictDenyBuiltins, pyrunner.StrictDenyEvents, true, []string{}}, true, "untrusted agent code"},
 	}
 	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %v, want %v", got, want)

@@ -281,6 +281,29 @@ var schema = []Key{
 		check: checkImports,
 	},
 	{
+		Name: "allowlist.preload", Example: `["json", "statistics"]`,
+		Doc: "Modules a warm sandbox imports before its program: one the service keeps ready in its pool, " +
+			"or a session's before its first cell. The runner imports them as its own imports, before the " +
+			"audit hook is armed, so the program finds them loaded and saves their import time; the program " +
+			"is then checked and watched exactly as in a cold run. Each must be allowed by " +
+			"`allowlist.imports` (its top-level name, for a dotted name such as `matplotlib.pyplot`): " +
+			"preloading never lets the program import more. A cold `nsbox run` ignores this key (it would " +
+			"only add the imports' time to the run).",
+		field: func(p *Policy) any { return &p.Allowlist.Preload },
+		allowed: func() string {
+			return `an array of module names allowed by allowlist.imports, such as ["numpy", "matplotlib.pyplot"]`
+		},
+		elem: func(k *Key, m string) string {
+			for _, part := range strings.Split(m, ".") {
+				if !isIdent(part, false) {
+					return fmt.Sprintf("%q is not a module name (allowed: %s)", m, k.Allowed())
+				}
+			}
+			return ""
+		},
+		check: checkPreload,
+	},
+	{
 		Name: "allowlist.deny_builtins", Required: true, Example: `["eval", "exec"]`,
 		Doc: "Builtins the program cannot use. `open` denies opening files for writing outside " +
 			"`/workspace`, `/tmp` and `/dev/shm`; reading stays allowed.",

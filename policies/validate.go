@@ -167,6 +167,22 @@ func checkImports(k *Key, p *Policy, at reporter) error {
 	return nil
 }
 
+// checkPreload refuses a preload module the import allowlist does not
+// allow: the runner imports it before the hook, and the program would
+// otherwise find loaded a module it may not import.
+func checkPreload(k *Key, p *Policy, at reporter) error {
+	if p.Allowlist.AllowsEverything() {
+		return nil
+	}
+	for i, m := range p.Allowlist.Preload {
+		top, _, _ := strings.Cut(m, ".")
+		if !slices.Contains(p.Allowlist.Imports, top) {
+			return at(k.Name, "element %d: %q is not allowed by allowlist.imports (allowed: %s)", i+1, top, k.Allowed())
+		}
+	}
+	return nil
+}
+
 // reservedEnv lists names a policy may not set, with the reason: the
 // environment nsbox gives every program (spec.BaseEnv, spec.ThreadEnv),
 // and the variables that would change what runs.

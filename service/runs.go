@@ -91,6 +91,9 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	if jr.InputError == nil {
 		jr.Files, jr.InputError = decodeFiles(req.Files)
 	}
+	if jr.InputError == nil {
+		jr.Warm = s.pools.take(name, pol, jr.Flags)
+	}
 	ctx, cancel := runContext(r.Context(), s.stop)
 	defer cancel()
 	if wantsStream(r) {

@@ -67,6 +67,9 @@ type Config struct {
 	Log io.Writer
 	// Version is reported by /v1/health.
 	Version string
+	// Pool is how many sandboxes of each policy are kept started ahead
+	// for one-shot runs (pool.go); 0 keeps none.
+	Pool int
 }
 
 // Server serves the API. Make it with New.
@@ -81,6 +84,7 @@ type Server struct {
 	cancel  context.CancelCauseFunc
 	token   [sha256.Size]byte
 	started time.Time
+	pools   *pools
 
 	sessions sessionTable
 	metrics  *metrics
@@ -142,6 +146,10 @@ func New(cfg Config) (*Server, error) {
 	s.sessions.byID = map[string]*session.Session{}
 	s.metrics = newMetrics()
 	s.stop, s.cancel = context.WithCancelCause(context.Background())
+	if cfg.Pool < 0 || cfg.Pool > MaxPool {
+		return nil, fmt.Errorf("pool %d: from 0 to %d sandboxes per policy", cfg.Pool, MaxPool)
+	}
+	s.pools = newPools(cfg, s.log, s.SetPoolSize)
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
 	}
@@ -222,6 +230,7 @@ func (s *Server) authorized(r *http.Request) bool {
 
 // Serve serves the API on ln until Shutdown; it returns nil then.
 func (s *Server) Serve(ln net.Listener) error {
+	s.pools.start()
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -235,6 +244,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // them is left) and returns ctx's error, if any.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
+	s.pools.close() // after the runs: none can take a sandbox any more
 	s.closeSessions()
 	return err
 }

@@ -166,6 +166,7 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("%d sessions are open, the most this service keeps", s.cfg.MaxSessions))
 		return
 	}
+	flags.Warm = true // started before its first cell: the policy's preload is imported
 	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
 	if err != nil {
 		// The request asked more than the policy allows, or this host
@@ -178,9 +179,12 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
 		return
 	}
-	ss, err := session.Open(r.Context(), session.Options{
-		Plan: pl, StateDir: supervisor.StateDir(), AuditDB: s.cfg.AuditDB, Labels: req.Labels, IdleTimeout: idle,
-	})
+	ss := s.pools.takeSession(name, pol, flags, req.Labels, idle)
+	if ss == nil {
+		ss, err = session.Open(r.Context(), session.Options{
+			Plan: pl, StateDir: supervisor.StateDir(), AuditDB: s.cfg.AuditDB, Labels: req.Labels, IdleTimeout: idle,
+		})
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
 		return

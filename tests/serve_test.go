@@ -487,7 +487,9 @@ func TestServeDrain(t *testing.T) {
 func TestServeKilled(t *testing.T) {
 	needRoot(t)
 	state := t.TempDir()
-	s := startServe(t, state)
+	// No pool: a sandbox process then means the run started
+	// (TestPoolKilled kills a service with its pools).
+	s := startServe(t, state, "--pool", "0")
 	s.ready(t)
 	go s.post("import time\ntime.sleep(25)")
 	deadline := time.Now().Add(10 * time.Second)
@@ -531,7 +533,7 @@ func TestServeKilled(t *testing.T) {
 // is finished; the service goes on.
 func TestServeClientGone(t *testing.T) {
 	needRoot(t)
-	s := startServe(t, "")
+	s := startServe(t, "", "--pool", "0") // a sandbox process means the run started
 	s.ready(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -23,7 +23,7 @@ type serveFlags struct {
 	listen, tokenFile, policies, auditDB string
 	listenPublic                         bool
 	maxBody                              int64
-	maxConcurrentRuns, maxSessions       int
+	maxConcurrentRuns, maxSessions, pool int
 	set                                  map[string]bool
 }
 
@@ -37,6 +37,7 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	fs.StringVar(&f.policies, "policies", strings.Join(launch.DefaultPolicies(), ","), "")
 	fs.Int64Var(&f.maxBody, "max-body", launch.DefaultMaxBody, "")
 	fs.IntVar(&f.maxConcurrentRuns, "max-concurrent-runs", launch.DefaultMaxConcurrentRuns, "")
+	fs.IntVar(&f.pool, "pool", launch.DefaultPool, "")
 	fs.IntVar(&f.maxSessions, "max-sessions", launch.DefaultMaxSessions, "")
 	fs.StringVar(&f.auditDB, "audit-db", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -125,6 +126,10 @@ func serveConfig(fl serveFlags) (service.Config, service.Address, error) {
 	if cfg.MaxBody <= 0 || cfg.MaxConcurrentRuns <= 0 || cfg.MaxSessions <= 0 {
 		return cfg, service.Address{}, errors.New("--max-body, --max-concurrent-runs and --max-sessions must be positive")
 	}
+	if fl.pool < 0 || fl.pool > service.MaxPool {
+		return cfg, service.Address{}, fmt.Errorf("--pool %d: from 0 (none) to %d sandboxes per policy", fl.pool, service.MaxPool)
+	}
+	cfg.Pool = fl.pool
 	if os.Geteuid() != 0 {
 		return cfg, service.Address{}, errors.New("must run as root, as nsbox run does")
 	}

@@ -41,7 +41,7 @@ func TestPolicyShowResolvedRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	child := filepath.Join(dir, "child.toml")
 	if err := os.WriteFile(child, []byte("extends = \"datasci\"\n[limits]\ntimeout = \"90s\"\n"+
-		"[allowlist]\nimports_remove = [\"numpy\"]\ndeny_builtins_add = [\"eval\"]\n[env]\nTZ = \"UTC\"\n"), 0o644); err != nil {
+		"[allowlist]\nimports_remove = [\"numpy\"]\npreload_remove = [\"numpy\"]\ndeny_builtins_add = [\"eval\"]\n[env]\nTZ = \"UTC\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range append(policies.BuiltinNames(), child) {

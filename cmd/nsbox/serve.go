@@ -30,6 +30,7 @@ func serveCommand() *cli.Command {
 				"policies clients may name, comma-separated: built-in names or policy file paths"),
 			&cli.Int64Flag{Name: "max-body", Value: launch.DefaultMaxBody, Usage: "largest request body in bytes, files included (413 past it)"},
 			&cli.IntFlag{Name: "max-concurrent-runs", Value: launch.DefaultMaxConcurrentRuns, Usage: "runs at once (429 past it)"},
+			&cli.IntFlag{Name: "pool", Value: launch.DefaultPool, Usage: "sandboxes kept started ahead per policy, with the policy's preload imported, for one-shot runs (0: none)"},
 			&cli.IntFlag{Name: "max-sessions", Value: launch.DefaultMaxSessions, Usage: "sessions open at once (429 past it); each holds a sandbox until closed or idle"},
 			onceFlag("audit-db", nil, "", "audit log database (default $NSBOX_AUDIT_DB or "+audit.DefaultPath+")"),
 		},

@@ -78,6 +78,11 @@ type Request struct {
 	Log io.Writer
 	// Trace records each step's time; nil for none.
 	Trace *trace.Recorder
+	// Warm, when set, is a sandbox started ahead under Policy (a pool's,
+	// WarmFits the flags): the run takes it instead of preparing one,
+	// and tears it down. Its steps are otherwise the same: the input
+	// checks, the program's bound, the audit row, the files.
+	Warm *Warm
 }
 
 // File is one file placed in a fresh workspace before the program runs.
@@ -125,6 +130,15 @@ func Run(ctx context.Context, req Request) Outcome {
 // refused before a sandbox existed (the result, when not nil, then has
 // what was known).
 func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err error) {
+	if w := req.Warm; w != nil {
+		// A warm sandbox the run refuses before taking it is torn down
+		// all the same: it is never handed to another run.
+		defer func() {
+			if !w.taken {
+				w.Discard()
+			}
+		}()
+	}
 	tr := req.Trace
 	pol := req.Policy
 	if pol == nil {
@@ -141,22 +155,30 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	tr.Mark("policy and input")
 	// The plan: the policy narrowed by the flags, checked against what
 	// this host can enforce (fail closed). Nothing is created yet.
-	pl, err := planner.Make(pol, req.Flags, plan.ReadHost(pol.Sandbox.Require))
-	if err != nil {
+	var pl *plan.Plan
+	if w := req.Warm; w != nil {
+		// Taken, it is this run's: torn down on every path below.
+		if w.pol != pol || !WarmFits(req.Flags) {
+			return refused(pol, nil), nil, result.StepError("warm", errors.New("bug: a warm sandbox of another policy or plan"))
+		}
+		pl = w.pl
+	} else if pl, err = planner.Make(pol, req.Flags, plan.ReadHost(pol.Sandbox.Require)); err != nil {
 		return refused(pol, pl), nil, err
 	}
 	tr.Mark("plan")
 	code, err := program(req, pl)
-	if err != nil {
-		return refused(pol, pl), nil, err
+	if err == nil {
+		err = checkFiles(req.Files, pl)
 	}
-	if err := checkFiles(req.Files, pl); err != nil {
+	if err != nil {
 		return refused(pol, pl), nil, err
 	}
 	tr.Mark("read program")
 	// The base root is built on first use; "building the base root" goes
 	// to the log, stdout stays the result's.
-	if err := EnsureBase(context.Background(), pl.Root.Name, req.Log); err != nil {
+	if req.Warm != nil {
+		// Built when the sandbox was.
+	} else if err := EnsureBase(context.Background(), pl.Root.Name, req.Log); err != nil {
 		return refused(pol, pl), nil, result.StepError("rootfs", err)
 	}
 	tr.Mark("root build")
@@ -165,16 +187,27 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	// is written while the supervisor builds the sandbox, and the program
 	// starts only once it is.
 	id := supervisor.NewID()
+	if req.Warm != nil {
+		id = req.Warm.id
+	}
 	row := BeginRow(req.AuditDB, id, pl.Policy, code, req.Labels)
 	defer row.Close()
 
-	o := supervisor.Options{ID: id, Plan: pl, Workspace: req.Workspace, StateDir: supervisor.StateDir(), Trace: tr,
-		Stdout: req.Stdout, Stderr: req.Stderr}
 	tr.Mark("audit begin")
-	sb := supervisor.New(o)
+	var sb *supervisor.Sandbox
+	var prepErr error
+	if req.Warm != nil {
+		sb, req.Warm.taken = req.Warm.sb, true // Finish, below, tears it down
+		prepErr = sb.SetOutput(req.Stdout, req.Stderr)
+	} else {
+		o := supervisor.Options{ID: id, Plan: pl, Workspace: req.Workspace, StateDir: supervisor.StateDir(), Trace: tr,
+			Stdout: req.Stdout, Stderr: req.Stderr}
+		sb = supervisor.New(o)
+		prepErr = sb.Prepare()
+	}
 	var files []result.File
 	var filesErr error
-	if sb.Prepare() == nil {
+	if prepErr == nil {
 		placeErr := placeFiles(sb, req.Files)
 		auditErr := row.Wait()
 		tr.Mark("audit row")

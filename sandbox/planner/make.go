@@ -40,6 +40,11 @@ type Flags struct {
 	OutputLimit int64         // --output-limit, bytes
 	CheckOnly   bool          // nsbox check: run only the runner's static check
 	Filename    string        // the program's name in tracebacks; "" for pyrunner.DefaultFilename
+	// Warm is set for a sandbox started before its program arrives (the
+	// service's pool, a session): the runner imports the policy's
+	// allowlist.preload while it waits. A cold run leaves it unset: it
+	// would only add the imports' time to the run.
+	Warm bool
 }
 
 // Make is the one translation of a policy into a run: it narrows the
@@ -241,6 +246,9 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 	}
 	if !p.Allowlist.AllowsEverything() {
 		c.Allow = p.Allowlist.Imports
+	}
+	if f.Warm && !f.CheckOnly {
+		c.Preload = p.Allowlist.Preload
 	}
 	return c
 }

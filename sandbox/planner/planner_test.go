@@ -175,3 +175,37 @@ func TestEnv(t *testing.T) {
 		t.Errorf("env %v, want %v", pl.Env, want)
 	}
 }
+
+// TestPreload: only a warm sandbox's runner imports the policy's preload;
+// a cold run and a check do not, and the runner's config accepts it.
+func TestPreload(t *testing.T) {
+	p, err := policies.Builtin("datasci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Allowlist.Preload) == 0 {
+		t.Fatal("datasci preloads nothing")
+	}
+	for _, tt := range []struct {
+		name string
+		f    Flags
+		want []string
+	}{
+		{"cold", Flags{}, nil},
+		{"warm", Flags{Warm: true}, p.Allowlist.Preload},
+		{"check", Flags{Warm: true, CheckOnly: true}, nil},
+	} {
+		pl, err := Make(p, tt.f, fullHost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pl.Runner.Preload, tt.want) {
+			t.Errorf("%s: preload %v, want %v", tt.name, pl.Runner.Preload, tt.want)
+		}
+		c := pl.Runner
+		c.ReportFD = 3 // the supervisor's
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}

@@ -93,6 +93,7 @@ type Session struct {
 	closed   bool          // Close began: no new cell
 	idle     *time.Timer
 	idled    bool // the idle timeout closed it
+	claimed  bool // a pool's session was handed to a caller (claim.go)
 
 	closeOnce sync.Once
 	done      chan struct{} // closed once the sandbox is torn down

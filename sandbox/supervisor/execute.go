@@ -26,8 +26,14 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	if sb.err != nil {
 		return
 	}
-	if sb.state != prepared {
+	if sb.state != prepared && sb.state != warmed {
 		panic("bug: supervisor: Execute without Prepare, or twice")
+	}
+	// A warm sandbox's init was released and its runner waits for the
+	// program: the run, its clock and its duration start now (warm.go).
+	warm := sb.state == warmed
+	if warm {
+		sb.start = trace.Now()
 	}
 	sb.state = executed
 	pl, tr, l, r := sb.o.Plan, sb.o.Trace, sb.l, sb.r
@@ -89,11 +95,10 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// times, or the step that failed; EOF after Ready means the program
 	// was exec'd. A sandbox that failed half-built is killed: it has no
 	// status of its own.
-	setupErr := l.release(sb.sp, func(steps []trace.Mark) {
-		tr.Add("init: ", steps)
-		tr.Mark("ready")
-	})
-	tr.Mark("exec")
+	var setupErr error
+	if !warm {
+		setupErr = sb.releaseInit()
+	}
 	if setupErr == nil {
 		go feedCode(l.stdin, code)
 	} else {
@@ -174,7 +179,7 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 // naming the caller's step, becomes the result's error. After a failed
 // Prepare it does nothing.
 func (sb *Sandbox) Abort(err error) {
-	if sb.state != prepared || sb.err != nil {
+	if (sb.state != prepared && sb.state != warmed) || sb.err != nil {
 		return
 	}
 	sb.state = executed

@@ -111,6 +111,7 @@ type state int
 const (
 	created  state = iota
 	prepared       // the init waits for its spec
+	warmed         // Warm ran: the runner waits for its program (warm.go)
 	executed       // Execute or Abort ran
 	finished
 )
@@ -154,7 +155,7 @@ func (sb *Sandbox) Finish() Outcome {
 	if sb.state == finished {
 		panic("bug: supervisor: Finish called twice")
 	}
-	if sb.state == prepared && sb.err == nil { // prepared, never executed: stop the init
+	if (sb.state == prepared || sb.state == warmed) && sb.err == nil { // never executed: stop the init
 		sb.Abort(errors.New("the run was finished before its program started"))
 	}
 	if sb.live != nil {

@@ -27,6 +27,7 @@ const (
 	DefaultSocket            = "/run/nsbox/nsbox.sock"
 	DefaultMaxBody           = 32 << 20 // bytes of one request body, files included (base64)
 	DefaultMaxConcurrentRuns = 8        // runs at once; past it, 429
+	DefaultPool              = 2        // sandboxes started ahead per policy, for one-shot runs
 	DefaultMaxSessions       = 32       // sessions open at once; past it, 429
 )
 

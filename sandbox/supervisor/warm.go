@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/trace"
+)
+
+// A warm sandbox: a run-mode sandbox started ahead of its program, for a
+// pool that hands it to the next run:
+//
+//	sb := supervisor.New(o)  // o.Plan.Runner.Mode = pyrunner.ModeRun
+//	err := sb.Prepare()
+//	err = sb.Warm()          // the init released: the runner imports its
+//	                         // preload, then waits for the program on stdin
+//	sb.Alive()               // while it waits: still there?
+//	sb.Execute(ctx, code)    // the run starts here: its clock, its duration
+//	out := sb.Finish()       // or Finish alone: never used, torn down
+//
+// Between Warm and Execute nothing of the program exists: the runner has
+// done only its own work (the venv's site, its config, the preload), as
+// a cold run does before reading the program. The wall clock, the caller's
+// context and the output caps are armed by Execute, when the program is
+// sent, so the time spent waiting never counts against the run. The
+// cgroup's counters and RLIMIT_CPU do count the runner's start-up and
+// preload, as in a cold run.
+
+// Warm releases the init of a prepared run-mode sandbox and returns once
+// the interpreter has been exec'd; the runner then waits for its program.
+// After a failed Prepare it returns that failure; a failed release leaves
+// the sandbox stopped, for Finish.
+func (sb *Sandbox) Warm() error {
+	if sb.err != nil {
+		return sb.err
+	}
+	if sb.state != prepared {
+		panic("bug: supervisor: Warm without Prepare, or after Execute")
+	}
+	if m := sb.o.Plan.Runner.Mode; m != pyrunner.ModeRun {
+		sb.Abort(result.StepError("warm", fmt.Errorf("the plan's runner is in mode %q, not %q", m, pyrunner.ModeRun)))
+		return sb.err
+	}
+	sb.state = warmed
+	if err := sb.releaseInit(); err != nil {
+		sb.Abort(result.StepError("setup", err))
+		return sb.err
+	}
+	return nil
+}
+
+// releaseInit sends the init its spec and Go, and waits until it has
+// built the sandbox and exec'd the interpreter (or failed).
+func (sb *Sandbox) releaseInit() error {
+	tr := sb.o.Trace
+	err := sb.l.release(sb.sp, func(steps []trace.Mark) {
+		tr.Add("init: ", steps)
+		tr.Mark("ready")
+	})
+	tr.Mark("exec")
+	return err
+}
+
+// Alive reports whether a warm sandbox still waits: its init has not
+// exited (the runner failed, or something killed it).
+func (sb *Sandbox) Alive() bool {
+	if sb.state != warmed || sb.err != nil {
+		return false
+	}
+	select {
+	case <-sb.l.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ErrNotWarm is SetOutput's refusal outside a warm sandbox.
+var ErrNotWarm = errors.New("the sandbox is not warm")
+
+// SetOutput sets where a warm sandbox's program output goes live
+// (Options.Stdout and Stderr): the run that takes the sandbox decides,
+// not the pool that started it.
+func (sb *Sandbox) SetOutput(stdout, stderr io.Writer) error {
+	if sb.state != warmed {
+		return ErrNotWarm
+	}
+	sb.o.Stdout, sb.o.Stderr = stdout, stderr
+	return nil
+}
