@@ -65,7 +65,10 @@
 //
 // kind is import, builtin, event or attribute; line is 1-based, col 0-based
 // in characters; both are 0 when no line of the program is to blame. First
-// come the static violations, sorted by position, at most MaxViolationLines
+// comes {"kind":"ready"}, written once the runner has done its own work
+// (site, config, preload) and before it reads the program, so that a
+// supervisor holding a sandbox started ahead knows when it is fully warm
+// (Report.Ready). Then come the static violations, sorted by position, at most MaxViolationLines
 // of them; then exactly one status line:
 //
 //	{"static":"ok"}
@@ -82,12 +85,15 @@
 // syntax error (the normal SyntaxError message, with Config.Filename and
 // the line, on stderr), and 1 for an uncaught exception (a traceback
 // without the runner's frames); the program's own code for SystemExit;
-// death by SIGINT for KeyboardInterrupt, as python does; ExitRunnerError
+// death by SIGINT for KeyboardInterrupt, as python does (after the
+// program's threads, atexit functions and the flush of its streams,
+// without the interpreter's teardown: runner/ending.py; 120 when that
+// flush fails); ExitRunnerError
 // when the config or the report fd is unusable, which is the supervisor's
 // bug. In mode "check" the runner stops after the status line.
 //
 // Config.Preload names modules the runner imports as its own before the
-// hook is armed (mode run: before it reads the program; mode session:
+// hook is armed (mode run: before its ready line and the program; mode session:
 // before the first cell); each must be allowed (Validate, and the runner
 // again). The program finds them loaded, as after its own import of them.
 //

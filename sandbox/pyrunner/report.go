@@ -44,6 +44,10 @@ type Violation struct {
 
 // Report is what the runner wrote on its report pipe.
 type Report struct {
+	// Ready is set by the ready line, the first the runner writes (mode
+	// run and check, before it reads the program; a session's comes as an
+	// event instead).
+	Ready bool
 	// Static is the status line's verdict: StaticOK, StaticViolations,
 	// StaticSyntaxError, or "" when the runner never wrote one (it failed
 	// to start or was killed during the check).
@@ -138,6 +142,10 @@ func (rep *Report) add(line []byte, tooLong bool) {
 		case StaticSyntaxError:
 			rep.SyntaxLine, rep.SyntaxCol, rep.SyntaxDetail = w.Line, w.Col, w.Detail
 		}
+		return
+	}
+	if w.Kind == "ready" && !rep.Ready && rep.Static == "" && len(rep.Violations) == 0 {
+		rep.Ready = true
 		return
 	}
 	if w.Kind == "outputs" && validOutputs(w.Outputs) {

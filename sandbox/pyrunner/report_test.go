@@ -103,3 +103,17 @@ func FuzzParseReport(f *testing.F) {
 		}
 	})
 }
+
+// TestParseReportReady checks that only the first line can be the ready
+// line: the program, which can write to the pipe only after the status
+// line, cannot forge one.
+func TestParseReportReady(t *testing.T) {
+	rep, err := ParseReport(strings.NewReader("{\"kind\":\"ready\"}\n{\"static\":\"ok\"}\n{\"kind\":\"ready\"}\n"))
+	if err != nil || !rep.Ready || rep.Static != StaticOK || rep.Malformed != 1 {
+		t.Errorf("ready first, then a forged one: %+v, %v", rep, err)
+	}
+	rep, err = ParseReport(strings.NewReader("{\"static\":\"ok\"}\n{\"kind\":\"ready\"}\n"))
+	if err != nil || rep.Ready || rep.Malformed != 1 {
+		t.Errorf("ready after the status line: %+v, %v", rep, err)
+	}
+}

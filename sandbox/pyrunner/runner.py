@@ -11,7 +11,9 @@ import _signal
 import _sitebuiltins
 import _string
 import _thread
+import atexit
 import builtins
+import gc
 import posix
 import sys
 
@@ -1583,6 +1585,133 @@ def _format_exception(exc):
 
 
 # ----------------------------------------------------------------------
+# runner/ending.py
+
+"""The end of a run: the interpreter's own end, without its teardown.
+
+After the program, python itself would join the program's threads, call
+its atexit functions, flush sys.stdout and sys.stderr, and then tear the
+interpreter down: clear every module, collect, free. The teardown is most
+of the time a short run spends after its last line (pandas' modules take
+longer to free than a small program takes to run), and none of it is the
+program's. So a run ends here instead, in python's order:
+
+  1. the program's non-daemon threads are joined (threading._shutdown);
+  2. its atexit functions run (logging's, tempfile's and weakref.finalize's
+     are atexit functions too);
+  3. its __main__ is cleared and its garbage collected, so that what
+     python would release at the end is released: a file the program left
+     open is flushed and closed, its __del__ methods run;
+  4. sys.stdout and sys.stderr (and the ones python started with) are
+     flushed; a flush that fails makes the exit status 120, as python's;
+  5. the process exits at once (posix._exit): the modules stay as they are.
+
+What a program can tell apart: objects it kept alive elsewhere than in
+__main__ (in an imported module, in a reference cycle a class closes) are
+not finalized at exit. Python does not promise it either ("It is not
+guaranteed that __del__() methods are called for objects that still exist
+when the interpreter exits", the data model's reference).
+
+Every step calls the program's objects as the program (_as_program: its
+threads, atexit functions, finalizers and streams must not be handed the
+runner's frame), and a step that raises is reported on stderr as python
+reports an exception it ignores at exit, and does not stop the next step.
+The garbage collector's generations were frozen before the program ran
+(_freeze), so step 3 looks only at what the program allocated.
+"""
+
+# Bound now: the program may replace posix._exit or gc.collect, not what
+# the runner calls.
+_exit = posix._exit
+_kill = posix.kill
+_getpid = posix.getpid
+_run_exitfuncs = atexit._run_exitfuncs
+_collect = gc.collect
+_gc_freeze = gc.freeze
+
+# The status python gives a process whose final flush failed.
+EXIT_FLUSH = 120
+
+
+def _freeze():
+    """Move everything allocated so far (the runner, the preloads) out of
+    the collector's sight: the program's collections, and the one at its
+    end, then scan only what the program itself allocated."""
+    _gc_freeze()
+
+
+def _exit_code(e):
+    """The exit status SystemExit(e.code) gives a process: None is 0, an
+    integer its low byte, anything else is printed on stderr and is 1."""
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return int.__int__(c) & 0xff
+    try:
+        _as_program(print, c, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def _ignored(what, e):
+    """Report an exception a step of the end ignores, as python does."""
+    try:
+        _as_program(print, "Exception ignored in %s:" % what, file=sys.stderr)
+        _print_exception(e)
+    except BaseException:
+        pass
+
+
+def _end(main, code, sig=0):
+    """End the run with status code (or, when sig is set, by that signal,
+    as python re-raises SIGINT after an uncaught KeyboardInterrupt); main
+    is the program's module. Never returns."""
+    threading = _dict_get(_modules, "threading")
+    if threading is not None:
+        try:
+            _call_method(threading, "_shutdown")
+        except BaseException as e:
+            _ignored("threading._shutdown", e)
+    try:
+        _as_program(_run_exitfuncs)
+    except BaseException as e:
+        _ignored("atexit", e)
+    try:
+        _as_program(dict.clear, main.__dict__)
+        _as_program(_collect)
+    except BaseException as e:
+        _ignored("the program's module", e)
+    if not _flush():
+        code = EXIT_FLUSH
+    # The runner's own last steps: nothing below is the program's.
+    _State.running = False
+    if sig:
+        _signal.signal(sig, _signal.SIG_DFL)
+        _kill(_getpid(), sig)
+    _exit(code)
+
+
+def _flush():
+    """Flush the program's sys.stdout and sys.stderr and the interpreter's
+    own; False when one fails (reported on stderr, as python reports it)."""
+    ok = True
+    seen = []
+    for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
+        f = getattr(sys, name, None)
+        if f is None or any(f is s for s in seen):
+            continue
+        seen.append(f)
+        try:
+            _call_method(f, "flush")
+        except BaseException as e:
+            ok = False
+            _ignored("flushing sys.%s" % name, e)
+    return ok
+
+
+# ----------------------------------------------------------------------
 # runner/arm.py
 
 """Arming the guard: the program's module and builtins, the guarded
@@ -1899,21 +2028,6 @@ def _print_quietly(e):
         pass  # the program's stderr broke; the cell's line still says what happened
 
 
-def _exit_code(e):
-    """The exit status SystemExit(e.code) gives a process: None is 0, an
-    integer its low byte, anything else is printed on stderr and is 1."""
-    c = e.code
-    if c is None:
-        return 0
-    if isinstance(c, int):
-        return int.__int__(c) & 0xff
-    try:
-        _as_program(print, c, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
-
-
 class _Sigint:
     """The program's SIGINT handler while the runner ignores SIGINT."""
     handler = _signal.default_int_handler
@@ -1976,8 +2090,9 @@ def _main():
         _preload(cfg)
         _session(cfg, report, cellfd)
     # The preloads before the program is read: a sandbox started ahead of
-    # its program has them done while it waits.
+    # its program has them done while it waits, and says so.
     _preload(cfg)
+    report.send(_dumps({"kind": "ready"}))
     # The whole program, as bytes; the program then finds stdin at EOF.
     src = sys.stdin.buffer.read()
     # The static check writes every violation and exactly one status line
@@ -2004,10 +2119,13 @@ def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
     invariants 4 and 5: nothing of the program has run before this), then
     its displays when asked for (display.py), written as one outputs line
-    after the program."""
+    after the program; then end as python would, without its teardown
+    (ending.py)."""
     main = _arm(cfg, report, lines)
+    _freeze()
     _State.running = True
     body, final = codes
+    code, sig = 0, 0
     try:
         exec(body, main.__dict__)
         if cfg.outputs:
@@ -2015,18 +2133,17 @@ def _run(cfg, report, codes, lines):
             value = None if final is None else eval(final, main.__dict__)
             _display(cfg, out, value, final is not None)
             report.send(_dumps(out.line()))
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        code = _exit_code(e)
     except KeyboardInterrupt as e:
+        # Python prints it, ends, then dies of SIGINT, so that the parent
+        # sees the signal.
         _print_exception(e)
-        _State.running = False
-        # Die of SIGINT, as python does, so the parent sees the signal.
-        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-        posix.kill(posix.getpid(), _signal.SIGINT)
-        sys.exit(130)
+        code, sig = 130, _signal.SIGINT
     except BaseException as e:
         _print_exception(e)
-        sys.exit(1)
+        code = 1
+    _end(main, code, sig)
 
 
 # Tests load the runner's functions under another name without running it.

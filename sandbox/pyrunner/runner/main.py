@@ -8,13 +8,13 @@ Python 3.11, built-in and frozen modules only (bound.py).
 """
 
 import _signal
-import posix
 import sys
 
 from .arm import _arm
 from .bound import _real_import
 from .config import _fail, _load_config
 from .display import _display, _Outputs
+from .ending import _end, _exit_code, _freeze
 from .guard import _State
 from .jsonw import _dumps
 from .report import _Report
@@ -43,8 +43,9 @@ def _main():
         _preload(cfg)
         _session(cfg, report, cellfd)
     # The preloads before the program is read: a sandbox started ahead of
-    # its program has them done while it waits.
+    # its program has them done while it waits, and says so.
     _preload(cfg)
+    report.send(_dumps({"kind": "ready"}))
     # The whole program, as bytes; the program then finds stdin at EOF.
     src = sys.stdin.buffer.read()
     # The static check writes every violation and exactly one status line
@@ -71,10 +72,13 @@ def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
     invariants 4 and 5: nothing of the program has run before this), then
     its displays when asked for (display.py), written as one outputs line
-    after the program."""
+    after the program; then end as python would, without its teardown
+    (ending.py)."""
     main = _arm(cfg, report, lines)
+    _freeze()
     _State.running = True
     body, final = codes
+    code, sig = 0, 0
     try:
         exec(body, main.__dict__)
         if cfg.outputs:
@@ -82,18 +86,17 @@ def _run(cfg, report, codes, lines):
             value = None if final is None else eval(final, main.__dict__)
             _display(cfg, out, value, final is not None)
             report.send(_dumps(out.line()))
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        code = _exit_code(e)
     except KeyboardInterrupt as e:
+        # Python prints it, ends, then dies of SIGINT, so that the parent
+        # sees the signal.
         _print_exception(e)
-        _State.running = False
-        # Die of SIGINT, as python does, so the parent sees the signal.
-        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-        posix.kill(posix.getpid(), _signal.SIGINT)
-        sys.exit(130)
+        code, sig = 130, _signal.SIGINT
     except BaseException as e:
         _print_exception(e)
-        sys.exit(1)
+        code = 1
+    _end(main, code, sig)
 
 
 # Tests load the runner's functions under another name without running it.

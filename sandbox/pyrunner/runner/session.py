@@ -13,6 +13,7 @@ from .arm import _arm
 from .bound import _as_program, _call_method
 from .config import _fail
 from .display import _display, _Outputs
+from .ending import _exit_code
 from .guard import _add_source, _plant_lines, _State
 from .jsonw import _clip, _dumps
 from .report import EXCEPTION_MAX
@@ -188,21 +189,6 @@ def _print_quietly(e):
         _print_exception(e)
     except BaseException:
         pass  # the program's stderr broke; the cell's line still says what happened
-
-
-def _exit_code(e):
-    """The exit status SystemExit(e.code) gives a process: None is 0, an
-    integer its low byte, anything else is printed on stderr and is 1."""
-    c = e.code
-    if c is None:
-        return 0
-    if isinstance(c, int):
-        return int.__int__(c) & 0xff
-    try:
-        _as_program(print, c, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
 
 
 class _Sigint:

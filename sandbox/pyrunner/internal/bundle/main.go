@@ -43,6 +43,7 @@ var order = []string{
 	"guard",      // the audit hook and the checks; the invariants
 	"views",      // what the program is handed: __import__, stubs, module views
 	"tracebacks", // tracebacks without the runner's frames
+	"ending",     // the end of a run: python's, without its teardown
 	"arm",        // arming the guard before the program
 	"display",    // display outputs: a final expression's value, figures
 	"session",    // session mode: cells on stdin, one __main__
