@@ -33,7 +33,7 @@ PANDAS_SNIPPET = "import pandas as pd\ndf = pd.DataFrame({'x': range(1000)})\npr
 DESCRIBE_SETUP = ("import pandas as pd\n"
                   "df = pd.DataFrame({'x': range(1000), 'y': [i * i for i in range(1000)]})")
 DESCRIBE = "df.describe()"
-PRELOAD_SETTLE_S = 3
+SETTLE_S = 0.05
 REFILL_SIZE = 4
 
 
@@ -173,6 +173,7 @@ def oneshot(svc, py, runs, warmups, log):
     m, b, pooled = [], [], 0
     for i in range(warmups + runs):
         svc.wait_pool(2)
+        time.sleep(SETTLE_S)
         before = svc.waiting()
         t0 = time.perf_counter_ns()
         r = c.run(PRINT1, "strict")
@@ -227,11 +228,11 @@ def pandas_pooled(svc, venv_py, env, runs, warmups, log):
         w.run("import pandas")  # imported once: "already running"
         m, b, pooled = [], [], 0
         for i in range(warmups + runs):
+            # A pooled sandbox counts once its runner is ready (preload
+            # imported); the short settle lets the previous run's
+            # teardown, done after its answer, end too.
             svc.wait_pool(1, 300, "datasci")
-            # A pooled sandbox counts once its interpreter is exec'd; its
-            # runner then still imports the preload: let it finish, as a
-            # pool that is not drained has.
-            time.sleep(PRELOAD_SETTLE_S)
+            time.sleep(SETTLE_S)
             before = svc.waiting()
             t0 = time.perf_counter_ns()
             r = c.run(PANDAS_SNIPPET, "datasci")
@@ -330,8 +331,8 @@ def sustained(svc, seconds, clients, log):
 
 def refill(nsbox, tmp, policy, log):
     """A fresh service with one policy and --pool REFILL_SIZE: from its
-    first answer to REFILL_SIZE run-mode sandboxes ready (exec'd; the
-    session pool fills beside it)."""
+    first answer to REFILL_SIZE run-mode sandboxes ready (the runner's
+    ready line: preload imported; the session pool fills beside it)."""
     svc = Service(nsbox, tmp, REFILL_SIZE, [policy])
     try:
         t0 = time.monotonic()
@@ -400,9 +401,9 @@ def markdown(sv):
     L = ["## The service", "",
          "`nsbox serve` on a Unix socket in a fresh state directory, driven by a client in the harness's own",
          "process (HTTP/1.1, keep-alive). One-shot runs take a sandbox from the policy's pool (the harness",
-         "waits for the pool to refill between timed runs, and %d s more for a datasci sandbox's preload;" % PRELOAD_SETTLE_S,
-         "*pooled* counts the runs that took one). Times in ms, end to end at the client. The refill rate",
-         "counts run-mode sandboxes exec'd from a fresh start of a service with that policy alone.", "",
+         "waits for the pool to refill between timed runs: a sandbox counts once its runner is ready, its",
+         "preload imported; *pooled* counts the runs that took one). Times in ms, end to end at the client.",
+         "The refill rate counts run-mode sandboxes ready from a fresh start of a service with that policy alone.", "",
          "| Figure | Measured | Baseline | Target | |", "|---|---|---|---|---|"]
     o = sv.get("oneshot")
     if o:

@@ -101,7 +101,19 @@ func warmIDs(t *testing.T, s *served, n int) []string {
 // (nsbox_pool_waiting in /v1/metrics).
 func poolReady(t *testing.T, s *served, policy string, n int) {
 	t.Helper()
-	key := fmt.Sprintf("nsbox_pool_waiting{policy=%q} ", policy)
+	gaugeAtLeast(t, s, "nsbox_pool_waiting", policy, n)
+}
+
+// sessionPoolReady waits until n sessions of policy wait in its pool.
+func sessionPoolReady(t *testing.T, s *served, policy string, n int) {
+	t.Helper()
+	gaugeAtLeast(t, s, "nsbox_session_pool_waiting", policy, n)
+}
+
+// gaugeAtLeast waits until the metric's gauge for policy reaches n.
+func gaugeAtLeast(t *testing.T, s *served, metric, policy string, n int) {
+	t.Helper()
+	key := fmt.Sprintf("%s{policy=%q} ", metric, policy)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, b := s.get(t, "/v1/metrics")
@@ -114,7 +126,7 @@ func poolReady(t *testing.T, s *served, policy string, n int) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the %s pool has not %d sandboxes ready after 60s\n%s\n%s", policy, n, b, s.logText())
+			t.Fatalf("%s{policy=%q} has not reached %d after 60s\n%s\n%s", metric, policy, n, b, s.logText())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -301,11 +313,8 @@ func TestPoolSession(t *testing.T) {
 	s := startServe(t, "", "--policies", pol, "--pool", "1")
 	s.ready(t)
 	poolReady(t, s, pol, 1)
+	sessionPoolReady(t, s, pol, 1)
 	warm := warmIDs(t, s, 2) // one run, one session
-	// The session pool has no gauge: its run directory exists from the
-	// start of its preparation, the session a moment later.
-	time.Sleep(1500 * time.Millisecond)
-	warm = warmIDs(t, s, 2)
 	var created struct{ ID string }
 	req := map[string]any{"policy": pol, "labels": map[string]string{"job": "pooled"}}
 	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &created); st != 201 || !slices.Contains(warm, created.ID) {
@@ -340,4 +349,41 @@ func TestPoolSession(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM\n%s", code, s.logText())
 	}
 	s.nothingLeft(t)
+}
+
+// TestPoolCountsReadySandboxes checks that a pooled sandbox counts as
+// waiting only once its runner has imported the policy's preload and
+// waits for its program (the runner's ready line): when the gauge first
+// says one is ready, its interpreter is blocked reading the program on
+// stdin, not still importing datasci's pandas and pyplot.
+func TestPoolCountsReadySandboxes(t *testing.T) {
+	needRoot(t)
+	needDatasci(t)
+	s := startServe(t, "", "--policies", "datasci", "--pool", "1")
+	s.ready(t)
+	poolReady(t, s, "datasci", 1)
+	// A moment for the runner to get from its ready line into read(2):
+	// far less than the preload takes.
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for {
+		var seen []string
+		for _, pid := range descendants(s.cmd.Process.Pid) {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if !strings.HasPrefix(string(comm), "python") {
+				continue
+			}
+			// /proc/PID/syscall: the number and arguments of the call
+			// the process is blocked in; read(2) is 0 on x86-64, and
+			// its first argument the descriptor.
+			sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+			if f := strings.Fields(string(sc)); len(f) > 1 && f[0] == "0" && f[1] == "0x0" {
+				return
+			}
+			seen = append(seen, fmt.Sprintf("%d: %s", pid, strings.TrimSpace(string(sc))))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool counts a datasci sandbox whose interpreter is not waiting for its program on stdin: %v", seen)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

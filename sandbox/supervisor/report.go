@@ -28,27 +28,50 @@ func reportCap(cfg pyrunner.Config) int64 {
 // the runner never blocks on it, keeping at most reportCap bytes.
 type reportReader struct {
 	r    *os.File
-	buf  bytes.Buffer
+	buf  firstLine
 	done sync.WaitGroup
 }
 
 func readReport(r *os.File, max int64) *reportReader {
-	rr := &reportReader{r: r}
+	rr := &reportReader{r: r, buf: firstLine{seen: make(chan struct{})}}
 	rr.done.Add(1)
 	go func() {
 		defer rr.done.Done()
 		io.Copy(&rr.buf, io.LimitReader(r, max))
+		rr.buf.end()
 		io.Copy(io.Discard, r) // keep draining past the cap
 	}()
 	return rr
 }
+
+// firstLine is a buffer that also keeps a copy of its first line, and
+// closes seen once it has it (or at the end, without one).
+type firstLine struct {
+	buf  bytes.Buffer // not embedded: io.Copy would use its ReadFrom, not Write
+	line []byte
+	seen chan struct{}
+	once sync.Once
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	n, err := f.buf.Write(p)
+	if f.line == nil {
+		if i := bytes.IndexByte(f.buf.Bytes(), '\n'); i >= 0 {
+			f.line = bytes.Clone(f.buf.Bytes()[:i])
+			f.once.Do(func() { close(f.seen) })
+		}
+	}
+	return n, err
+}
+
+func (f *firstLine) end() { f.once.Do(func() { close(f.seen) }) }
 
 // finish waits for EOF (every copy of the write end is closed once the
 // sandbox is gone) and parses what the runner reported.
 func (rr *reportReader) finish() (pyrunner.Report, error) {
 	rr.done.Wait()
 	rr.r.Close()
-	rep, err := pyrunner.ParseReport(&rr.buf)
+	rep, err := pyrunner.ParseReport(&rr.buf.buf)
 	if err != nil {
 		return rep, fmt.Errorf("runner report: %w", err)
 	}

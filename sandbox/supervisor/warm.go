@@ -1,9 +1,11 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -15,8 +17,8 @@ import (
 //
 //	sb := supervisor.New(o)  // o.Plan.Runner.Mode = pyrunner.ModeRun
 //	err := sb.Prepare()
-//	err = sb.Warm()          // the init released: the runner imports its
-//	                         // preload, then waits for the program on stdin
+//	err = sb.Warm()          // the init released, the runner's preload
+//	                         // imported: it waits for the program on stdin
 //	sb.Alive()               // while it waits: still there?
 //	sb.Execute(ctx, code)    // the run starts here: its clock, its duration
 //	out := sb.Finish()       // or Finish alone: never used, torn down
@@ -30,7 +32,9 @@ import (
 // preload, as in a cold run.
 
 // Warm releases the init of a prepared run-mode sandbox and returns once
-// the interpreter has been exec'd; the runner then waits for its program.
+// the runner has written its ready line: its own start-up and the
+// policy's preload are done, and it waits for its program. A runner that
+// is not ready within the plan's timeout is a failure, as one that exits.
 // After a failed Prepare it returns that failure; a failed release leaves
 // the sandbox stopped, for Finish.
 func (sb *Sandbox) Warm() error {
@@ -48,6 +52,31 @@ func (sb *Sandbox) Warm() error {
 	if err := sb.releaseInit(); err != nil {
 		sb.Abort(result.StepError("setup", err))
 		return sb.err
+	}
+	if err := sb.waitReady(); err != nil {
+		sb.Abort(result.StepError("runner", err))
+		return sb.err
+	}
+	sb.o.Trace.Mark("runner ready")
+	return nil
+}
+
+// waitReady waits for the runner's ready line, the first line of its
+// report (pyrunner's protocol), bounded by the plan's timeout.
+func (sb *Sandbox) waitReady() error {
+	bound := time.NewTimer(sb.o.Plan.Timeout)
+	defer bound.Stop()
+	select {
+	case <-sb.rep.buf.seen:
+	case <-bound.C:
+		return fmt.Errorf("the Python runner was not ready within %s", sb.o.Plan.Timeout)
+	}
+	line := sb.rep.buf.line
+	if line == nil {
+		return errors.New("the Python runner exited before it was ready")
+	}
+	if rep, err := pyrunner.ParseReport(bytes.NewReader(line)); err != nil || !rep.Ready {
+		return fmt.Errorf("the Python runner's first report line is not its ready line: %.120q", line)
 	}
 	return nil
 }
