@@ -80,7 +80,7 @@ func startSetup(inv Invocation) (int, error) {
 	// Caught before the program exists, so that none sent meanwhile is
 	// lost: a signal to PID 1 waits in the channel until there is a
 	// program to forward it to.
-	signal.Notify(sigs, append(forwarded, unix.SIGCHLD)...)
+	signal.Notify(sigs, forwarded...)
 	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
@@ -127,50 +127,68 @@ func startSetup(inv Invocation) (int, error) {
 	return pid, nil
 }
 
-// sigs receives the forwarded signals and SIGCHLD.
+// sigs receives the forwarded signals.
 var sigs = make(chan os.Signal, 32)
 
 // reap forwards signals to pid and reaps every child until pid ends, then
 // reports its wait status on the exit pipe and returns the reaper's exit
-// code. It waits on signals only, SIGCHLD included, and reaps without
-// blocking: one goroutine, so the reaper keeps as few threads as the Go
-// runtime allows.
+// code. It blocks in wait4 itself: the kernel wakes it when a child
+// ends, so the program's end reaches the supervisor without waiting for
+// the Go runtime to deliver SIGCHLD to a goroutine and schedule it (a
+// new thread, at times). The signals go on in their own goroutine.
 func reap(statusFD, pid int) int {
+	go forward(pid)
+	ws, err := waitProgram(pid)
+	if err == nil {
+		// Orphans that ended with it; the kernel kills the rest when the
+		// reaper exits.
+		err = reapRest()
+	}
+	msg := spec.EncodeExit(uint32(ws))
+	if err != nil {
+		msg = spec.EncodeError(result.StepError("reaper", err))
+	}
+	if _, werr := unix.Write(statusFD, msg); werr != nil || err != nil {
+		return 1
+	}
+	return 0
+}
+
+// forward passes every signal in sigs on to pid. ESRCH: the program has
+// just ended, and reap says so next.
+func forward(pid int) {
+	for s := range sigs {
+		unix.Kill(pid, s.(syscall.Signal))
+	}
+}
+
+// waitProgram reaps children, orphans included, blocking, until pid ends;
+// it returns pid's wait status.
+func waitProgram(pid int) (unix.WaitStatus, error) {
 	for {
-		ws, ended, err := reapChildren(pid)
-		if err != nil || ended {
-			msg := spec.EncodeExit(uint32(ws))
-			if err != nil {
-				msg = spec.EncodeError(result.StepError("reaper", err))
-			}
-			if _, werr := unix.Write(statusFD, msg); werr != nil || err != nil {
-				return 1
-			}
-			return 0
-		}
-		if s := <-sigs; s != unix.SIGCHLD {
-			// ESRCH: the program has just ended; SIGCHLD says so next.
-			unix.Kill(pid, s.(syscall.Signal))
+		var st unix.WaitStatus
+		got, err := unix.Wait4(-1, &st, 0, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			return 0, fmt.Errorf("wait4 for the program (pid %d): %w", pid, err)
+		case got == pid:
+			return st, nil
 		}
 	}
 }
 
-// reapChildren reaps every child that has ended, orphans included, and
-// reports whether pid was among them, with its wait status.
-func reapChildren(pid int) (ws unix.WaitStatus, ended bool, err error) {
+// reapRest reaps, without blocking, every child that has ended too.
+func reapRest() error {
 	for {
 		var st unix.WaitStatus
 		got, err := unix.Wait4(-1, &st, unix.WNOHANG, nil)
 		switch {
 		case errors.Is(err, unix.EINTR):
-		case errors.Is(err, unix.ECHILD) && ended:
-			return ws, ended, nil
+		case errors.Is(err, unix.ECHILD), err == nil && got == 0:
+			return nil
 		case err != nil:
-			return 0, false, fmt.Errorf("wait4 for the program (pid %d): %w", pid, err)
-		case got == 0:
-			return ws, ended, nil
-		case got == pid:
-			ws, ended = st, true
+			return fmt.Errorf("wait4 after the program: %w", err)
 		}
 	}
 }
