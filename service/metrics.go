@@ -25,7 +25,9 @@ type metrics struct {
 	cells    map[string]int64           // session cells by status
 	latency  map[routeKey]*histogram    // requests by route
 	pool     map[string]int64           // waiting sandboxes by policy (SetPoolSize)
+	sessPool map[string]int64           // sessions opened ahead by policy
 	requests map[routeKey]map[int]int64 // requests by route and status code
+	teardown int64                      // teardowns after an answer that failed
 }
 
 // routeKey is a route as the document names it, or "other" for a request
@@ -40,7 +42,19 @@ type histogram struct {
 
 func newMetrics() *metrics {
 	return &metrics{runs: map[string]int64{}, cells: map[string]int64{}, latency: map[routeKey]*histogram{},
-		pool: map[string]int64{}, requests: map[routeKey]map[int]int64{}}
+		pool: map[string]int64{}, sessPool: map[string]int64{}, requests: map[routeKey]map[int]int64{}}
+}
+
+func (m *metrics) teardownFailed() {
+	m.mu.Lock()
+	m.teardown++
+	m.mu.Unlock()
+}
+
+func (m *metrics) sessionPool(policy string, waiting int) {
+	m.mu.Lock()
+	m.sessPool[policy] = int64(waiting)
+	m.mu.Unlock()
 }
 
 func (m *metrics) run(status string) {
@@ -109,6 +123,12 @@ func (m *metrics) write(w io.Writer, sessionsOpen, runsActive int64) {
 	for _, p := range slices.Sorted(maps.Keys(m.pool)) {
 		fmt.Fprintf(&b, "nsbox_pool_waiting{policy=%s} %d\n", quote(p), m.pool[p])
 	}
+	family("nsbox_session_pool_waiting", "gauge", "Sessions opened ahead, waiting in each policy's pool.")
+	for _, p := range slices.Sorted(maps.Keys(m.sessPool)) {
+		fmt.Fprintf(&b, "nsbox_session_pool_waiting{policy=%s} %d\n", quote(p), m.sessPool[p])
+	}
+	family("nsbox_teardown_failures_total", "counter", "Run teardowns, done after the answer, that left something on the host (the log names it).")
+	fmt.Fprintf(&b, "nsbox_teardown_failures_total %d\n", m.teardown)
 	keys := slices.SortedFunc(maps.Keys(m.latency), func(a, b routeKey) int {
 		return strings.Compare(a.path+" "+a.method, b.path+" "+b.method)
 	})

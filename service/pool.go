@@ -31,9 +31,10 @@ const MaxPool = 64
 // served cold. Each sandbox is used once. They start with Serve and are
 // torn down by Shutdown, once no request can take one.
 type pools struct {
-	cfg     Config
-	log     *log.Logger
-	waiting func(policy string, n int) // the metrics' gauge
+	cfg             Config
+	log             *log.Logger
+	waiting         func(policy string, n int) // the metrics' gauges
+	waitingSessions func(policy string, n int)
 
 	mu       sync.Mutex
 	byName   map[string]*pool.Pool[*job.Warm]
@@ -47,8 +48,8 @@ type warmSession struct{ *session.Session }
 func (w warmSession) Alive() bool { return w.Waiting() }
 func (w warmSession) Discard()    { w.Close() }
 
-func newPools(cfg Config, l *log.Logger, waiting func(policy string, n int)) *pools {
-	return &pools{cfg: cfg, log: l, waiting: waiting}
+func newPools(cfg Config, l *log.Logger, waiting, waitingSessions func(policy string, n int)) *pools {
+	return &pools{cfg: cfg, log: l, waiting: waiting, waitingSessions: waitingSessions}
 }
 
 // start starts a pool per policy (none when Config.Pool is 0).
@@ -66,6 +67,7 @@ func (ps *pools) start() {
 			OnError: func(err error) {
 				ps.log.Printf("pool %s: a session could not be opened ahead: %v", name, err)
 			},
+			OnWaiting: func(n int) { ps.waitingSessions(name, n) },
 		}, func(ctx context.Context) (warmSession, error) {
 			ss, err := openAhead(ctx, pol, ps.cfg)
 			return warmSession{ss}, err

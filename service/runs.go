@@ -85,7 +85,8 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 
 	jr := job.Request{
 		Policy: pol, PolicyName: name, Code: []byte(req.Code), Labels: req.Labels,
-		CollectFiles: req.CollectFiles, AuditDB: s.cfg.AuditDB, Log: s.cfg.Log,
+		CollectFiles: req.CollectFiles, AuditDB: s.cfg.AuditDB, AuditLog: s.audit, Log: s.cfg.Log,
+		Later: s.later,
 	}
 	jr.Flags, jr.InputError = runFlags(req)
 	if jr.InputError == nil {

@@ -28,11 +28,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	apidoc "github.com/nsbox/nsbox/docs/api"
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/session"
 	"github.com/nsbox/nsbox/service/launch"
 )
@@ -88,6 +90,13 @@ type Server struct {
 
 	sessions sessionTable
 	metrics  *metrics
+
+	// audit is the audit log, open for the server's life: a run's answer
+	// waits for its row, not for opening the database.
+	audit *job.AuditLog
+	// teardowns are the runs' teardowns still going after their answers
+	// (job.Request.Later); Shutdown waits for them.
+	teardowns sync.WaitGroup
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -149,7 +158,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Pool < 0 || cfg.Pool > MaxPool {
 		return nil, fmt.Errorf("pool %d: from 0 to %d sandboxes per policy", cfg.Pool, MaxPool)
 	}
-	s.pools = newPools(cfg, s.log, s.SetPoolSize)
+	al, err := job.OpenAuditLog(cfg.AuditDB)
+	if err != nil {
+		return nil, err
+	}
+	s.audit = al
+	s.pools = newPools(cfg, s.log, s.SetPoolSize, s.metrics.sessionPool)
 	if cfg.Token != nil {
 		s.token = sha256.Sum256(cfg.Token)
 	}
@@ -246,7 +260,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.pools.close() // after the runs: none can take a sandbox any more
 	s.closeSessions()
+	s.teardowns.Wait()
+	if cerr := s.audit.Close(); cerr != nil {
+		s.log.Printf("audit log: %v", cerr)
+	}
 	return err
+}
+
+// later runs a run's teardown after its answer (job.Request.Later). A
+// teardown that fails leaves something of the run on the host: the log
+// names it, and the metrics count it; the next start cleans up.
+func (s *Server) later(teardown func() error) {
+	s.teardowns.Add(1)
+	go func() {
+		defer s.teardowns.Done()
+		if err := teardown(); err != nil {
+			s.log.Printf("teardown after the answer: %v", err)
+			s.metrics.teardownFailed()
+		}
+	}()
 }
 
 // Stop kills the runs still in flight (status killed, with why as the
@@ -297,12 +329,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // health is GET /v1/health's body.
 type health struct {
-	Status     string   `json:"status"`
-	Version    string   `json:"version"`
-	Policies   []string `json:"policies"`
-	RunsActive int64    `json:"runs_active"`
-	MaxRuns    int      `json:"max_concurrent_runs"`
-	UptimeS    int64    `json:"uptime_s"`
+	Status       string   `json:"status"`
+	Version      string   `json:"version"`
+	Policies     []string `json:"policies"`
+	RunsActive   int64    `json:"runs_active"`
+	MaxRuns      int      `json:"max_concurrent_runs"`
+	SessionsOpen int      `json:"sessions_open"`
+	MaxSessions  int      `json:"max_sessions"`
+	UptimeS      int64    `json:"uptime_s"`
 }
 
 func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
@@ -314,6 +348,7 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, health{
 		Status: "ok", Version: s.cfg.Version, Policies: names,
 		RunsActive: s.active.Load(), MaxRuns: s.cfg.MaxConcurrentRuns,
+		SessionsOpen: s.sessions.count(), MaxSessions: s.cfg.MaxSessions,
 		UptimeS: int64(time.Since(s.started).Seconds()),
 	})
 }

@@ -27,6 +27,7 @@ type Row struct {
 	done   chan struct{} // the row is written, or failed to be
 	reaped chan struct{} // and other runs' orphaned rows are finished
 	db     *audit.DB
+	shared bool // db is an AuditLog's: Close leaves it open
 	rec    *audit.Run
 	err    error
 }
@@ -50,6 +51,20 @@ func BeginRow(path, id string, pol plan.Policy, code []byte, labels map[string]s
 			return
 		}
 		reapOrphans(a.db, audit.ReapInRun, reapInRunDeadline)
+	}()
+	return a
+}
+
+// BeginRowIn is BeginRow in a log the door keeps open (AuditLog): no
+// open and no reaping (OpenAuditLog did it); Close leaves the log open.
+func BeginRowIn(l *AuditLog, id string, pol plan.Policy, code []byte, labels map[string]string) *Row {
+	a := &Row{done: make(chan struct{}), reaped: make(chan struct{}), shared: true}
+	close(a.reaped)
+	go func() {
+		defer close(a.done)
+		if a.db, a.err = l.current(); a.err == nil {
+			a.rec, a.err = BeginRecord(a.db, id, pol, code, labels)
+		}
 	}()
 	return a
 }
@@ -96,10 +111,10 @@ func (a *Row) Finish(r *result.Result, st supervisor.Stats) error {
 func (a *Row) Close() {
 	<-a.done
 	<-a.reaped
-	if a.db != nil {
+	if a.db != nil && !a.shared {
 		a.db.Close()
-		a.db = nil
 	}
+	a.db = nil
 }
 
 // BeginRecord records run id as unfinished in db before anything starts,

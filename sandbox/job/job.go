@@ -68,7 +68,10 @@ type Request struct {
 	Files        []File
 	CollectFiles bool
 	// AuditDB is the audit log's path; "" for audit.Path's default.
-	AuditDB string
+	// AuditLog, when set, is that log kept open by the door (a service):
+	// the run's row goes there instead of a database opened for the run.
+	AuditDB  string
+	AuditLog *AuditLog
 	// Stdout and Stderr, when set, receive the program's output live
 	// (plain mode, supervisor.Options); unset, the result holds it.
 	Stdout, Stderr io.Writer
@@ -78,6 +81,13 @@ type Request struct {
 	Log io.Writer
 	// Trace records each step's time; nil for none.
 	Trace *trace.Recorder
+	// Later, when set, is handed the sandbox's teardown (the cgroup, the
+	// mounts, the run directory, the workspace) to run after Run has
+	// returned, so that a door can answer first (supervisor.FinishLater):
+	// every process of the run is gone by then, and the row is finished.
+	// A teardown that fails can then no longer fail the run; it returns
+	// the error for the door to report. Unset, Run tears down first.
+	Later func(teardown func() error)
 	// Warm, when set, is a sandbox started ahead under Policy (a pool's,
 	// WarmFits the flags): the run takes it instead of preparing one,
 	// and tears it down. Its steps are otherwise the same: the input
@@ -190,7 +200,12 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	if req.Warm != nil {
 		id = req.Warm.id
 	}
-	row := BeginRow(req.AuditDB, id, pl.Policy, code, req.Labels)
+	var row *Row
+	if req.AuditLog != nil {
+		row = BeginRowIn(req.AuditLog, id, pl.Policy, code, req.Labels)
+	} else {
+		row = BeginRow(req.AuditDB, id, pl.Policy, code, req.Labels)
+	}
 	defer row.Close()
 
 	tr.Mark("audit begin")
@@ -223,7 +238,13 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 			}
 		}
 	}
-	out := sb.Finish()
+	var out supervisor.Outcome
+	var teardown func() error
+	if req.Later != nil {
+		out, teardown = sb.FinishLater()
+	} else {
+		out = sb.Finish()
+	}
 	r = out.Result
 	switch {
 	case filesErr != nil && r.Error == nil:
@@ -249,6 +270,9 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	row.Close()
 	tr.Mark("audit close")
 	r.Phases = tr.Phases()
+	if teardown != nil {
+		req.Later(teardown)
+	}
 	return r, out.OutputError, nil
 }
 

@@ -152,6 +152,30 @@ func Run(ctx context.Context, o Options, code []byte) Outcome {
 // the run, or of the teardown of a run that otherwise worked, makes the
 // status sandbox_error. Finish may be called in any state, once.
 func (sb *Sandbox) Finish() Outcome {
+	sb.end()
+	if err := sb.teardown(); err != nil && sb.err == nil {
+		sb.fail("cleanup", err)
+	}
+	sb.o.Trace.Mark("cleanup")
+	return sb.outcome()
+}
+
+// FinishLater is Finish for a caller that answers before the teardown:
+// it returns the outcome as it stands once every process of the run is
+// gone (Execute waited for that), and the teardown, for the caller to
+// run afterwards, once. A teardown that fails then cannot change the
+// outcome any more: its error is the caller's to report (a leftover on
+// the host, named). Sessions (Start) use Finish.
+func (sb *Sandbox) FinishLater() (Outcome, func() error) {
+	if sb.live != nil {
+		panic("bug: supervisor: FinishLater on a session")
+	}
+	sb.end()
+	return sb.outcome(), sb.teardown
+}
+
+// end stops what still runs, before the teardown.
+func (sb *Sandbox) end() {
 	if sb.state == finished {
 		panic("bug: supervisor: Finish called twice")
 	}
@@ -162,15 +186,21 @@ func (sb *Sandbox) Finish() Outcome {
 		sb.finishLive()
 	}
 	sb.state = finished
+}
+
+// teardown unwinds the cleanup stack. It marks no trace: FinishLater's
+// caller runs it after the run's trace is done.
+func (sb *Sandbox) teardown() error {
 	// The supervisor's hold on /workspace goes first: a fresh tmpfs is
 	// freed before the cgroup its pages are charged to.
 	if sb.ws != nil {
 		sb.ws.close()
 	}
-	if err := sb.clean.run(); err != nil && sb.err == nil {
-		sb.fail("cleanup", err)
-	}
-	sb.o.Trace.Mark("cleanup")
+	return sb.clean.run()
+}
+
+// outcome is the run's result and stats as they stand.
+func (sb *Sandbox) outcome() Outcome {
 	r := sb.r
 	if sb.err != nil {
 		r.Status = result.StatusSandboxError
