@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -330,6 +331,8 @@ func TestKilledRebuildNotInUse(t *testing.T) {
 
 	for _, step := range []string{"copy standard library", "compile bytecode", "write manifest"} {
 		cmd := exec.Command(nsboxBin, "rootfs", "build", "--json", "--python", "/usr/bin/python3.11", "--out", out)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -339,7 +342,9 @@ func TestKilledRebuildNotInUse(t *testing.T) {
 		}
 		sc := bufio.NewScanner(stdout)
 		reached := false
+		var seen []string
 		for sc.Scan() {
+			seen = append(seen, sc.Text())
 			if strings.Contains(sc.Text(), `"`+step+`"`) {
 				reached = true
 				break
@@ -348,7 +353,7 @@ func TestKilledRebuildNotInUse(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		if !reached {
-			t.Fatalf("the build never reached %q", step)
+			t.Fatalf("the build never reached %q; it wrote:\n%s\n%s", step, strings.Join(seen, "\n"), stderr.String())
 		}
 		// Killed at the last step, the build may have switched already;
 		// either way the root names a complete generation.
