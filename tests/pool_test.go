@@ -387,3 +387,50 @@ func TestPoolCountsReadySandboxes(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPooledRunEnds checks how pooled runs end, the early end included
+// (a run answered while its program's process is still exiting,
+// sandbox/supervisor/early.go): every exit status and output is the one
+// the program's end gives, a death by signal is reported as such, a
+// program whose child outlives it still ends with the child killed, and
+// the reaper's own report agrees with every early answer (the teardown
+// logs a difference).
+func TestPooledRunEnds(t *testing.T) {
+	needRoot(t)
+	pol := poolPolicy(t, "extends = \"permissive\"\n")
+	s := startServe(t, "", "--policies", pol, "--pool", "1")
+	s.ready(t)
+	for _, tc := range []struct {
+		name, code string
+		status     result.Status
+		exit, sig  int // -1: none
+		stdout     string
+	}{
+		{"ok", "print('out')", result.StatusOK, 0, -1, "out\n"},
+		{"exit 3", "print('bye')\nraise SystemExit(3)", result.StatusError, 3, -1, "bye\n"},
+		{"exception", "print('x', end='')\n1/0", result.StatusError, 1, -1, "x"},
+		{"abort", "import os\nprint('before', flush=True)\nos.abort()", result.StatusError, -1, 6, "before\n"},
+		{"child holds stdout", "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\nprint('parent')", result.StatusOK, 0, -1, "parent\n"},
+		{"many", "for i in range(20000):\n    print(i)", result.StatusOK, 0, -1, ""},
+	} {
+		r := pooledRun(t, s, map[string]any{"policy": pol, "code": tc.code})
+		switch {
+		case r.Status != tc.status:
+			t.Errorf("%s: status %s, want %s (%s)", tc.name, r.Status, tc.status, r.Reason)
+		case tc.exit >= 0 && (r.ExitCode == nil || *r.ExitCode != tc.exit):
+			t.Errorf("%s: exit code %v, want %d", tc.name, r.ExitCode, tc.exit)
+		case tc.sig >= 0 && (r.Signal == nil || *r.Signal != tc.sig):
+			t.Errorf("%s: signal %v, want %d", tc.name, r.Signal, tc.sig)
+		case tc.stdout != "" && r.Stdout != tc.stdout:
+			t.Errorf("%s: stdout %q, want %q", tc.name, r.Stdout, tc.stdout)
+		case tc.name == "many" && !strings.HasSuffix(r.Stdout, "19999\n"):
+			t.Errorf("%s: stdout ends %q", tc.name, r.Stdout[max(0, len(r.Stdout)-20):])
+		}
+	}
+	if code := s.stopAndWait(t); code != 0 {
+		t.Errorf("nsbox serve exited %d", code)
+	}
+	if log := s.logText(); strings.Contains(log, "teardown after the answer") {
+		t.Errorf("a teardown failed after its answer:\n%s", log)
+	}
+}

@@ -1604,7 +1604,10 @@ program's. So a run ends here instead, in python's order:
      open is flushed and closed, its __del__ methods run;
   4. sys.stdout and sys.stderr (and the ones python started with) are
      flushed; a flush that fails makes the exit status 120, as python's;
-  5. the process exits at once (posix._exit): the modules stay as they are.
+  5. the process closes its stdout, stderr and report descriptors, so that
+     the supervisor sees their end before the kernel has freed the
+     process's memory, and exits at once (posix._exit): the modules stay
+     as they are.
 
 What a program can tell apart: objects it kept alive elsewhere than in
 __main__ (in an imported module, in a reference cycle a class closes) are
@@ -1623,6 +1626,7 @@ The garbage collector's generations were frozen before the program ran
 # Bound now: the program may replace posix._exit or gc.collect, not what
 # the runner calls.
 _exit = posix._exit
+_close = posix.close
 _kill = posix.kill
 _getpid = posix.getpid
 _run_exitfuncs = atexit._run_exitfuncs
@@ -1690,6 +1694,11 @@ def _end(main, code, sig=0):
     if sig:
         _signal.signal(sig, _signal.SIG_DFL)
         _kill(_getpid(), sig)
+    for fd in (1, 2, _State.report.fd):
+        try:
+            _close(fd)
+        except OSError:
+            pass  # the program closed it already
     _exit(code)
 
 

@@ -108,7 +108,15 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// The program runs until it exits or is stopped. Every process of the
 	// run is gone once its init is reaped (the PID namespace died with
 	// it), so the streams end and what the cgroup counted is final.
-	waitErr := l.wait()
+	// A warm run may end as soon as its program is exiting (early.go);
+	// otherwise when its init is reaped.
+	var waitErr error
+	if warm && sb.prog != nil && setupErr == nil {
+		sb.earlyWS, sb.early = sb.waitEarly(&readers)
+	}
+	if !sb.early {
+		waitErr = l.wait()
+	}
 	tr.Mark("program")
 	stop.finish()
 	timer.Stop()
@@ -140,15 +148,21 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	// counters and the runner's report decide.
 	// The program's own end comes from the reaper; the init's process
 	// state (the reaper's) counts the CPU time of the whole namespace.
+	// After an early end the init is still exiting: the status is the
+	// one the kernel showed (the teardown checks the reaper's).
 	ps := l.cmd.ProcessState
+	ended := ps != nil || sb.early
 	var ws syscall.WaitStatus
 	var exitErr error
-	if ps != nil {
+	switch {
+	case sb.early:
+		ws = sb.earlyWS
+	case ps != nil:
 		ws, exitErr = l.programExit()
 	}
 	if status, limit, reason := stop.result(); status != "" {
 		r.Status, r.Limit, r.Reason = status, limit, reason
-		if ps != nil && exitErr == nil {
+		if ended && exitErr == nil {
 			setExit(r, ws)
 		}
 		recordViolations(r, rep)
@@ -157,7 +171,7 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	switch {
 	case setupErr != nil:
 		sb.fail("setup", setupErr)
-	case ps == nil:
+	case !ended:
 		sb.fail("wait", waitErr)
 	case exitErr != nil:
 		sb.fail("reaper", exitErr)

@@ -52,7 +52,10 @@ func (c confinement) usage(r *result.Result) cgroup.Stats {
 //   - Otherwise ok for exit 0 and error for the rest.
 func classify(r *result.Result, pl *plan.Plan, st cgroup.Stats, ps *os.ProcessState) {
 	killed := r.Signal != nil && *r.Signal == int(unix.SIGKILL)
-	cpu := ps.UserTime() + ps.SystemTime()
+	var cpu time.Duration // the namespace's, from the init; nil after an early end, which is never a kill
+	if ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
 	switch {
 	case st.OOMKills > 0 && (r.ExitCode == nil || *r.ExitCode != 0):
 		r.Status, r.Limit = result.StatusMemoryLimit, result.LimitMemory

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -103,6 +104,12 @@ type Sandbox struct {
 	stats Stats
 	lost  error // the output that could not be passed on (Outcome.OutputError)
 	state state
+
+	// A warm run's early end (early.go): the program's /proc/PID/stat,
+	// and the wait status read there when the run ended by it.
+	prog    *os.File
+	early   bool
+	earlyWS syscall.WaitStatus
 }
 
 // state is how far a Sandbox got.
@@ -189,14 +196,26 @@ func (sb *Sandbox) end() {
 }
 
 // teardown unwinds the cleanup stack. It marks no trace: FinishLater's
-// caller runs it after the run's trace is done.
+// caller runs it after the run's trace is done. After an early end
+// (early.go) it first waits for the init, and checks that the reaper
+// reports the status the run ended with.
 func (sb *Sandbox) teardown() error {
+	var first error
+	if sb.prog != nil {
+		if sb.early {
+			first = sb.confirmEarly()
+		}
+		sb.prog.Close()
+	}
 	// The supervisor's hold on /workspace goes first: a fresh tmpfs is
 	// freed before the cgroup its pages are charged to.
 	if sb.ws != nil {
 		sb.ws.close()
 	}
-	return sb.clean.run()
+	if err := sb.clean.run(); err != nil {
+		return err
+	}
+	return first
 }
 
 // outcome is the run's result and stats as they stand.

@@ -58,6 +58,8 @@ func (sb *Sandbox) Warm() error {
 		return sb.err
 	}
 	sb.o.Trace.Mark("runner ready")
+	// The program's process, for an early end (early.go).
+	sb.prog = openProgramStat(sb.l.cmd.Process.Pid)
 	return nil
 }
 
