@@ -26,7 +26,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -306,13 +305,8 @@ type health struct {
 }
 
 func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
-	var names []string
-	for n := range s.cfg.Policies {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	writeJSON(w, http.StatusOK, health{
-		Status: "ok", Version: s.cfg.Version, Policies: names,
+		Status: "ok", Version: s.cfg.Version, Policies: s.policyNames(),
 		RunsActive: s.active.Load(), MaxRuns: s.cfg.MaxConcurrentRuns,
 		UptimeS: int64(time.Since(s.started).Seconds()),
 	})
