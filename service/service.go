@@ -87,6 +87,7 @@ type Server struct {
 
 	sessions sessionTable
 	metrics  *metrics
+	mcp      *mcpDoor // the MCP tools (mcp.go)
 }
 
 // route is one endpoint: a method on a path, as docs/api/openapi.json
@@ -178,6 +179,14 @@ func New(cfg Config) (*Server, error) {
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: allowed: %s", r.Method, p, strings.Join(allow, ", ")))
 		})
 	}
+	// The MCP door: not a route of the API document (its protocol is
+	// MCP's), behind the same token check.
+	mcpDoor, err := newMCPDoor(s)
+	if err != nil {
+		return nil, err
+	}
+	s.mcp = mcpDoor
+	s.mux.Handle("/mcp", s.mcpHandler())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s (see /v1/openapi.json)", r.URL.Path))
 	})
@@ -194,6 +203,7 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.log,
 	}
+	s.http.RegisterOnShutdown(s.closeMCP)
 	return s, nil
 }
 
