@@ -46,6 +46,9 @@ func applyConfig(fs *flag.FlagSet, path string, set map[string]bool, skip []stri
 	slices.Sort(keys)
 	for _, k := range keys {
 		where := fmt.Sprintf("%s:%d: %s", path, keyLine(src, k), k)
+		if _, ok := tree[k].(map[string]any); ok {
+			return fmt.Errorf("%s: a table: settings are top-level keys", where)
+		}
 		if slices.Contains(skip, k) {
 			continue
 		}
@@ -69,7 +72,7 @@ func applyConfig(fs *flag.FlagSet, path string, set map[string]bool, skip []stri
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if err := fs.Set(k, v); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return fmt.Errorf("%s: invalid value %q (%v): want %s", where, v, err, kindOf(fl))
 		}
 	}
 	return nil
@@ -95,16 +98,16 @@ func configValue(v any) (string, error) {
 			parts = append(parts, s)
 		}
 		return strings.Join(parts, ","), nil
-	case map[string]any:
-		return "", errors.New("a table: settings are top-level keys")
 	}
 	return "", fmt.Errorf("a %T: want a string, an integer, a boolean or an array of strings", v)
 }
 
-// keyLine is the 1-based line where the top-level key k is set, 0 when
-// not found (a key written in a form this scan does not know).
+// keyLine is the 1-based line where the top-level key k is set (or its
+// table begins), 0 when not found (a key written in a form this scan does
+// not know).
 func keyLine(src []byte, k string) int {
-	re := regexp.MustCompile(`^\s*("` + regexp.QuoteMeta(k) + `"|'` + regexp.QuoteMeta(k) + `'|` + regexp.QuoteMeta(k) + `)\s*=`)
+	q := regexp.QuoteMeta(k)
+	re := regexp.MustCompile(`^\s*(("` + q + `"|'` + q + `'|` + q + `)\s*[=.]|\[+\s*("` + q + `"|'` + q + `'|` + q + `)\s*[].])`)
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	for n := 1; sc.Scan(); n++ {
 		if re.Match(sc.Bytes()) {
@@ -112,4 +115,15 @@ func keyLine(src []byte, k string) int {
 		}
 	}
 	return 0
+}
+
+// kindOf names what a flag takes, for an error.
+func kindOf(fl *flag.Flag) string {
+	switch fl.Value.(flag.Getter).Get().(type) {
+	case bool:
+		return "true or false"
+	case int, int64:
+		return "an integer"
+	}
+	return "a string"
 }
