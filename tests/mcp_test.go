@@ -261,6 +261,16 @@ func TestMCPHTTP(t *testing.T) {
 	if len(list.Sessions) != 0 {
 		t.Errorf("sessions after the MCP session ended: %+v", list.Sessions)
 	}
+	// The drain with an MCP session open (its client's stream hanging):
+	// the service still exits 0, its sandbox session closed.
+	cs, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connect again: %v", err)
+	}
+	defer cs.Close()
+	if r := call("create_session", map[string]any{}); r.IsError {
+		t.Fatalf("create_session: %+v", r)
+	}
 	if code := s.stopAndWait(t); code != 0 {
 		t.Errorf("nsbox serve exited %d\n%s", code, s.logText())
 	}
