@@ -79,7 +79,7 @@ func newMCPDoor(s *Server) (*mcpDoor, error) {
 		Description: "Open a Python session: one interpreter in one isolated sandbox that keeps its variables, " +
 			"imports and /workspace files from one run_cell to the next, like a notebook's kernel. The " +
 			"network is off. Returns the session_id the other session tools take. The session ends with " +
-			"close_session, after idle_timeout seconds without a cell (default 600), when a cell exhausts " +
+			"close_session, after idle_timeout seconds without a cell (default " + fmt.Sprint(DefaultIdleTimeout.Seconds()) + "), when a cell exhausts " +
 			"its memory or CPU time, or when this MCP connection ends; nothing of it is kept. Memory, " +
 			"processes and CPU time are the session's whole budget; the wall clock is per cell. " + lim,
 	}, d.createSession)
@@ -262,7 +262,7 @@ func (d *mcpDoor) runPython(ctx context.Context, req *mcp.CallToolRequest, in ru
 type createSessionArgs struct {
 	Policy         string   `json:"policy,omitempty" jsonschema:"the sandbox policy (see the tool's description); default \"default\""`
 	TimeoutPerCell *float64 `json:"timeout_per_cell,omitempty" jsonschema:"wall-clock limit of each cell in seconds, at most the policy's"`
-	IdleTimeout    *float64 `json:"idle_timeout,omitempty" jsonschema:"seconds without a cell after which the session is closed; default 600"`
+	IdleTimeout    *float64 `json:"idle_timeout,omitempty" jsonschema:"seconds without a cell after which the session is closed (default: see the tool's description)"`
 }
 
 // sessionOpened is create_session's structured content.
