@@ -127,7 +127,7 @@ async def bench(s: ClientSession, n: int) -> dict[str, Any]:
         ms.append((time.perf_counter() - t0) * 1000)
         expect((r.structured_content or {}).get("stdout") == "1\n", "print(1)", r.structured_content)
         await asyncio.sleep(0.05)  # as a model between calls: the pool refills
-    return {"ok": True, "n": n, "mcp_run_python": summary(ms), "bare_python": summary(timed(["python3", "-c", "print(1)"], n))}
+    return {"ok": True, "n": n, "mcp_run_python": summary(ms), "bare_python": summary(timed(["/usr/bin/python3", "-c", "print(1)"], n))}
 
 
 def timed(argv: list[str], n: int) -> list[float]:
