@@ -16,6 +16,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -66,6 +67,8 @@ type Config struct {
 	Log io.Writer
 	// Version is reported by /v1/health.
 	Version string
+	// Command prefixes the log's lines ("nsbox serve" when empty).
+	Command string
 	// Pool is how many sandboxes of each policy are kept started ahead
 	// for one-shot runs (pool.go); 0 keeps none.
 	Pool int
@@ -139,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		runs:    make(chan struct{}, cfg.MaxConcurrentRuns),
-		log:     log.New(cfg.Log, "nsbox serve: ", log.LstdFlags|log.Lmsgprefix),
+		log:     log.New(cfg.Log, cmp.Or(cfg.Command, "nsbox serve")+": ", log.LstdFlags|log.Lmsgprefix),
 		mux:     http.NewServeMux(),
 		started: time.Now(),
 	}

@@ -33,6 +33,7 @@ func mcpMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	cfg.Command = "nsbox mcp"
 	// Stdout carries the protocol alone: the protocol gets a copy of it,
 	// and descriptor 1 becomes stderr, so that nothing else written to
 	// stdout (a library's stray print) can corrupt a message.
