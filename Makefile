@@ -83,8 +83,8 @@ datasci: build
 # Every test, as root, with real namespaces. NSBOX_MUST_WORK=1 turns every
 # "this host cannot" skip into a failure (CI sets it). The datasci root is
 # built first: the tests run a pandas and matplotlib program on it.
-test: deps build datasci fmt-check vet
-	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
+test: deps build datasci mcp-venv fmt-check vet
+	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 
 # Every fuzz target (each `func Fuzz...` in a _test.go file), 500000
 # inputs each (FUZZTIME=...). A count, not a duration: with a
@@ -203,3 +203,21 @@ stress: build
 bench: build datasci datasci-venv
 	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \
 		$(BENCH_PYTHON) bench/bench.py $(BENCH_ARGS)
+
+# --- MCP client venv -------------------------------------------------------------
+# Target: mcp-venv. tests/.venv-mcp: a venv with the official MCP Python
+# client pinned by tests/mcp/requirements.txt (wheels only, no deps resolved,
+# pip's cache reused), which the MCP tests (tests/mcp_test.go) drive
+# `nsbox mcp` with; redone when the file changes. `make test` builds it.
+MCP_VENV := tests/.venv-mcp
+
+.PHONY: mcp-venv
+mcp-venv: $(MCP_VENV)/.complete
+
+$(MCP_VENV)/.complete: tests/mcp/requirements.txt
+	rm -rf $(MCP_VENV)
+	python3 -m venv --without-pip $(MCP_VENV)
+	python3 -m pip --python $(MCP_VENV)/bin/python install --disable-pip-version-check --quiet \
+		--only-binary=:all: --no-deps -r tests/mcp/requirements.txt
+	python3 -m pip --python $(MCP_VENV)/bin/python check
+	touch $@

@@ -59,44 +59,6 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	name := req.Policy
-	if name == "" {
-		name = defaultPolicy
-	}
-	pol, ok := s.cfg.Policies[name]
-	if !ok {
-		writeError(w, http.StatusForbidden, "policy_refused", fmt.Sprintf("policy %q is not served here (see /v1/health for those that are)", name))
-		return
-	}
-	// A slot, or 429 at once: a queue would hold connections and memory
-	// for work the client can retry.
-	select {
-	case s.runs <- struct{}{}:
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too_many_runs", fmt.Sprintf("%d runs are in flight, the most this service runs at once", s.cfg.MaxConcurrentRuns))
-		return
-	}
-	s.active.Add(1)
-	defer func() {
-		s.active.Add(-1)
-		<-s.runs
-	}()
-
-	jr := job.Request{
-		Policy: pol, PolicyName: name, Code: []byte(req.Code), Labels: req.Labels,
-		CollectFiles: req.CollectFiles, AuditDB: s.cfg.AuditDB, AuditLog: s.audit, Log: s.cfg.Log,
-		Later: s.later,
-	}
-	jr.Flags, jr.InputError = runFlags(req)
-	if jr.InputError == nil {
-		jr.Files, jr.InputError = decodeFiles(req.Files)
-	}
-	if jr.InputError == nil {
-		jr.Warm = s.pools.take(name, pol, jr.Flags)
-	}
-	ctx, cancel := runContext(r.Context(), s.stop)
-	defer cancel()
 	if wantsStream(r) {
 		// The program's output as events, through the supervisor's live
 		// writers (the result then holds the first KiB of each stream,
@@ -104,21 +66,24 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		// that stops reading stops the run (killed, its row finished).
 		ev := newEventStream(w)
 		stdout, stderr := &streamWriter{name: "stdout", ev: ev}, &streamWriter{name: "stderr", ev: ev}
-		jr.Stdout, jr.Stderr = stdout, stderr
-		out := job.Run(ctx, jr)
-		s.log.Printf("run %s: %s (policy %s, streamed)", out.Result.ID, out.Result.Status, name)
-		s.metrics.run(string(out.Result.Status))
+		res, err := s.run(r.Context(), req, stdout, stderr)
+		if err != nil {
+			writeRefusal(w, err)
+			return
+		}
 		if stdout.flush() == nil && stderr.flush() == nil {
-			ev.finish(out.Result)
+			ev.finish(res)
 		}
 		return
 	}
-	out := job.Run(ctx, jr)
-	s.log.Printf("run %s: %s (policy %s)", out.Result.ID, out.Result.Status, name)
-	s.metrics.run(string(out.Result.Status))
+	res, err := s.run(r.Context(), req, nil, nil)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = out.Result.WriteJSON(w) // the client went away: the row has the run
+	_ = res.WriteJSON(w) // the client went away: the row has the run
 }
 
 // decodeBody reads one JSON object into v: unknown fields are refused

@@ -16,6 +16,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -26,7 +27,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +69,8 @@ type Config struct {
 	Log io.Writer
 	// Version is reported by /v1/health.
 	Version string
+	// Command prefixes the log's lines ("nsbox serve" when empty).
+	Command string
 	// Pool is how many sandboxes of each policy are kept started ahead
 	// for one-shot runs (pool.go); 0 keeps none.
 	Pool int
@@ -90,6 +92,7 @@ type Server struct {
 
 	sessions sessionTable
 	metrics  *metrics
+	mcp      *mcpDoor // the MCP tools (mcp.go)
 
 	// audit is the audit log, open for the server's life: a run's answer
 	// waits for its row, not for opening the database.
@@ -148,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		runs:    make(chan struct{}, cfg.MaxConcurrentRuns),
-		log:     log.New(cfg.Log, "nsbox serve: ", log.LstdFlags|log.Lmsgprefix),
+		log:     log.New(cfg.Log, cmp.Or(cfg.Command, "nsbox serve")+": ", log.LstdFlags|log.Lmsgprefix),
 		mux:     http.NewServeMux(),
 		started: time.Now(),
 	}
@@ -193,6 +196,14 @@ func New(cfg Config) (*Server, error) {
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: allowed: %s", r.Method, p, strings.Join(allow, ", ")))
 		})
 	}
+	// The MCP door: not a route of the API document (its protocol is
+	// MCP's), behind the same token check.
+	mcpDoor, err := newMCPDoor(s)
+	if err != nil {
+		return nil, err
+	}
+	s.mcp = mcpDoor
+	s.mux.Handle("/mcp", s.mcpHandler())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s (see /v1/openapi.json)", r.URL.Path))
 	})
@@ -209,6 +220,7 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.log,
 	}
+	s.http.RegisterOnShutdown(s.closeMCP)
 	return s, nil
 }
 
@@ -260,11 +272,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.pools.close() // after the runs: none can take a sandbox any more
 	s.closeSessions()
-	s.teardowns.Wait()
-	if cerr := s.audit.Close(); cerr != nil {
-		s.log.Printf("audit log: %v", cerr)
-	}
+	s.closeAudit()
 	return err
+}
+
+// closeAudit waits for the teardowns still going after their answers,
+// then closes the audit log: the last step of a drain.
+func (s *Server) closeAudit() {
+	s.teardowns.Wait()
+	if err := s.audit.Close(); err != nil {
+		s.log.Printf("audit log: %v", err)
+	}
 }
 
 // later runs a run's teardown after its answer (job.Request.Later). A
@@ -340,13 +358,8 @@ type health struct {
 }
 
 func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
-	var names []string
-	for n := range s.cfg.Policies {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	writeJSON(w, http.StatusOK, health{
-		Status: "ok", Version: s.cfg.Version, Policies: names,
+		Status: "ok", Version: s.cfg.Version, Policies: s.policyNames(),
 		RunsActive: s.active.Load(), MaxRuns: s.cfg.MaxConcurrentRuns,
 		SessionsOpen: s.sessions.count(), MaxSessions: s.cfg.MaxSessions,
 		UptimeS: int64(time.Since(s.started).Seconds()),

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"strconv"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
@@ -23,32 +20,17 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) *supervisor.Files
 	if ss == nil {
 		return nil
 	}
-	f, err := ss.Files()
+	f, err := sessionFiles(ss)
 	if err != nil {
-		writeError(w, http.StatusGone, "session_ended", err.Error())
+		writeRefusal(w, err)
 		return nil
 	}
 	return f
 }
 
-// fileError answers a Files error with its status: the path refused 400,
-// missing 404, not a regular file 409, too large or the workspace full
-// 413, the session ended 410.
+// fileError answers a Files error with its status (fileRefusal).
 func fileError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, supervisor.ErrRefused):
-		writeError(w, http.StatusBadRequest, "path_refused", err.Error())
-	case errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, "no_file", err.Error())
-	case errors.Is(err, supervisor.ErrNotRegular), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EISDIR):
-		writeError(w, http.StatusConflict, "not_a_file", err.Error())
-	case errors.Is(err, supervisor.ErrTooLarge), errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EFBIG):
-		writeError(w, http.StatusRequestEntityTooLarge, "file_too_large", err.Error())
-	case errors.Is(err, supervisor.ErrNoFiles):
-		writeError(w, http.StatusGone, "session_ended", err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "files_error", err.Error())
-	}
+	writeRefusal(w, fileRefusal(err))
 }
 
 // putFile writes the body to the path, creating its missing directories;

@@ -9,13 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nsbox/nsbox/sandbox/job"
-	"github.com/nsbox/nsbox/sandbox/plan"
-	"github.com/nsbox/nsbox/sandbox/planner"
-	"github.com/nsbox/nsbox/sandbox/pyrunner"
-	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/session"
-	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
 // DefaultIdleTimeout closes a session that ran no cell for this long,
@@ -127,70 +121,12 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) {
 	if !s.readBody(w, r, &req) {
 		return
 	}
-	name := req.Policy
-	if name == "" {
-		name = defaultPolicy
-	}
-	pol, ok := s.cfg.Policies[name]
-	if !ok {
-		writeError(w, http.StatusForbidden, "policy_refused", fmt.Sprintf("policy %q is not served here (see /v1/health for those that are)", name))
-		return
-	}
-	var flags planner.Flags
-	idle := DefaultIdleTimeout
-	var err error
-	if req.TimeoutPerCell != nil {
-		if flags.Timeout, err = seconds("timeout_per_cell", *req.TimeoutPerCell); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-	}
-	if req.IdleTimeout != nil {
-		if idle, err = seconds("idle_timeout", *req.IdleTimeout); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-	}
-	if err := job.CheckLabels(req.Labels); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	if s.sessions.count() >= s.cfg.MaxSessions {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("%d sessions are open, the most this service keeps", s.cfg.MaxSessions))
-		return
-	}
-	flags.Warm = true // started before its first cell: the policy's preload is imported
-	pl, err := planner.Make(pol, flags, plan.ReadHost(pol.Sandbox.Require))
+	ss, name, err := s.openSession(r.Context(), req)
 	if err != nil {
-		// The request asked more than the policy allows, or this host
-		// cannot enforce the policy: no sandbox.
-		writeError(w, http.StatusBadRequest, "session_refused", err.Error())
-		return
-	}
-	pl.Runner.Mode, pl.Runner.Outputs = pyrunner.ModeSession, true
-	if err := job.EnsureBase(r.Context(), pl.Root.Name, s.cfg.Log); err != nil {
-		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
-		return
-	}
-	ss := s.pools.takeSession(name, pol, flags, req.Labels, idle)
-	if ss == nil {
-		ss, err = session.Open(r.Context(), session.Options{
-			Plan: pl, StateDir: supervisor.StateDir(), AuditDB: s.cfg.AuditDB, Labels: req.Labels, IdleTimeout: idle,
-		})
-	}
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "sandbox_error", err.Error())
-		return
-	}
-	if err := s.sessions.add(ss, s.cfg.MaxSessions); err != nil {
-		ss.Close()
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("no session: %v", err))
+		writeRefusal(w, err)
 		return
 	}
 	info := ss.Info()
-	s.log.Printf("session %s: open (policy %s)", info.ID, name)
 	writeJSON(w, http.StatusCreated, sessionCreated{ID: info.ID, Policy: name, Created: info.Created})
 }
 
@@ -250,8 +186,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if ss == nil {
 		return
 	}
-	final := ss.Close()
-	s.log.Printf("session %s: closed (%s)", ss.ID(), final.Status)
+	final := s.closeSession(ss)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = final.WriteJSON(w)
@@ -269,55 +204,28 @@ func (s *Server) postCell(w http.ResponseWriter, r *http.Request) {
 	if !s.readBody(w, r, &req) {
 		return
 	}
-	var timeout time.Duration
-	if req.Timeout != nil {
-		var err error
-		if timeout, err = seconds("timeout", *req.Timeout); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-	}
-	ctx, cancel := runContext(r.Context(), s.stop)
-	defer cancel()
-	var res *result.Result
-	var err error
 	if wantsStream(r) {
 		// As for a run: events as the cell writes, then its result. The
 		// answer begins with the first line, so a cell refused before it
 		// ran is still a JSON error.
 		ev := newEventStream(w)
 		stdout, stderr := &streamWriter{name: "stdout", ev: ev}, &streamWriter{name: "stderr", ev: ev}
-		res, err = ss.RunTo(ctx, []byte(req.Code), timeout, stdout, stderr)
-		if err == nil {
-			s.log.Printf("session %s: cell %s: %s (streamed)", ss.ID(), res.ID, res.Status)
-			s.metrics.cell(string(res.Status))
+		res, err := s.cell(r.Context(), ss, req, stdout, stderr)
+		switch {
+		case err == nil:
 			if stdout.flush() == nil && stderr.flush() == nil {
 				ev.finish(res)
 			}
-			return
+		case !ev.began(): // a cell refused writes no output
+			writeRefusal(w, err)
 		}
-		if ev.began() { // cannot happen: no output without a cell
-			return
-		}
-	} else {
-		res, err = ss.Run(ctx, []byte(req.Code), timeout)
-	}
-	switch {
-	case errors.Is(err, session.ErrBusy):
-		writeError(w, http.StatusConflict, "cell_running", "another cell of this session is running")
-		return
-	case errors.Is(err, session.ErrClosed):
-		writeError(w, http.StatusGone, "session_ended", "the session has ended")
-		return
-	case errors.Is(err, session.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "cell_too_large", err.Error())
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	s.log.Printf("session %s: cell %s: %s", ss.ID(), res.ID, res.Status)
-	s.metrics.cell(string(res.Status))
+	res, err := s.cell(r.Context(), ss, req, nil, nil)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = res.WriteJSON(w)

@@ -1,4 +1,5 @@
-// Command nsbox-serve is nsbox's HTTP service (package service) in a
+// Command nsbox-serve is nsbox's HTTP service (package service), and its
+// MCP server over stdio (`nsbox mcp`), in a
 // binary of its own: `nsbox serve` checks it (owned and writable by root
 // only, beside nsbox, as nsbox-init) and replaces itself with it. Keeping
 // net/http out of the nsbox binary keeps it out of every cold
@@ -8,6 +9,7 @@
 // flags (docs/cli.md) and passes the ones given as --name=value.
 //
 //	nsbox-serve serve [--listen=...] [--token-file=...] ...
+//	nsbox-serve mcp [--policies=...] ...
 //	nsbox-serve client --server=... --code-fd=N [--json] [--policy=...] ...
 //
 // It also handles the init's command line, like nsbox: the supervisor
@@ -41,6 +43,8 @@ func main() {
 			os.Exit(serveMain(os.Args[2:]))
 		case "client":
 			os.Exit(clientMain(os.Args[2:]))
+		case "mcp":
+			os.Exit(mcpMain(os.Args[2:]))
 		}
 	}
 	fmt.Fprintln(os.Stderr, "nsbox-serve: internal to nsbox (run `nsbox serve`)")

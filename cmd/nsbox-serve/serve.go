@@ -18,7 +18,7 @@ import (
 )
 
 // serveFlags are nsbox serve's flags (cmd/nsbox/serve.go documents them),
-// with the same defaults.
+// with the same defaults; nsbox mcp's are those but the listener's.
 type serveFlags struct {
 	listen, tokenFile, policies, auditDB string
 	listenPublic                         bool
@@ -27,17 +27,26 @@ type serveFlags struct {
 	set                                  map[string]bool
 }
 
-func parseServeFlags(args []string) (serveFlags, error) {
+// parseServeFlags reads the flags of cmd ("serve" or "mcp"), then the
+// settings of --config the command line left unset.
+func parseServeFlags(cmd string, args []string) (serveFlags, error) {
 	var f serveFlags
-	fs := flag.NewFlagSet("nsbox serve", flag.ContinueOnError)
+	var config string
+	fs := flag.NewFlagSet("nsbox "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.listen, "listen", "unix:"+launch.DefaultSocket, "")
-	fs.StringVar(&f.tokenFile, "token-file", "", "")
-	fs.BoolVar(&f.listenPublic, "listen-public", false, "")
+	pool := launch.DefaultPool
+	if cmd == "serve" {
+		fs.StringVar(&f.listen, "listen", "unix:"+launch.DefaultSocket, "")
+		fs.StringVar(&f.tokenFile, "token-file", "", "")
+		fs.BoolVar(&f.listenPublic, "listen-public", false, "")
+	} else {
+		pool = launch.DefaultMCPPool
+	}
+	fs.StringVar(&config, "config", "", "")
 	fs.StringVar(&f.policies, "policies", strings.Join(launch.DefaultPolicies(), ","), "")
 	fs.Int64Var(&f.maxBody, "max-body", launch.DefaultMaxBody, "")
 	fs.IntVar(&f.maxConcurrentRuns, "max-concurrent-runs", launch.DefaultMaxConcurrentRuns, "")
-	fs.IntVar(&f.pool, "pool", launch.DefaultPool, "")
+	fs.IntVar(&f.pool, "pool", pool, "")
 	fs.IntVar(&f.maxSessions, "max-sessions", launch.DefaultMaxSessions, "")
 	fs.StringVar(&f.auditDB, "audit-db", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +57,16 @@ func parseServeFlags(args []string) (serveFlags, error) {
 	}
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if config != "" {
+		var skip []string
+		if cmd == "mcp" {
+			skip = serveOnly
+		}
+		if err := applyConfig(fs, config, f.set, skip); err != nil {
+			return f, err
+		}
+		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	}
 	return f, nil
 }
 
@@ -62,7 +81,7 @@ func serveMain(args []string) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	fl, err := parseServeFlags(args)
+	fl, err := parseServeFlags("serve", args)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -118,20 +137,9 @@ func signalName(s os.Signal) string {
 // serveConfig checks the flags: the address, the token on TCP, and the
 // policies, each resolved now so a bad one stops the service at start.
 func serveConfig(fl serveFlags) (service.Config, service.Address, error) {
-	cfg := service.Config{
-		MaxBody: fl.maxBody, MaxConcurrentRuns: fl.maxConcurrentRuns, MaxSessions: fl.maxSessions,
-		AuditDB: fl.auditDB, Log: os.Stderr, Version: version,
-		Policies: map[string]*policies.Policy{},
-	}
-	if cfg.MaxBody <= 0 || cfg.MaxConcurrentRuns <= 0 || cfg.MaxSessions <= 0 {
-		return cfg, service.Address{}, errors.New("--max-body, --max-concurrent-runs and --max-sessions must be positive")
-	}
-	if fl.pool < 0 || fl.pool > service.MaxPool {
-		return cfg, service.Address{}, fmt.Errorf("--pool %d: from 0 (none) to %d sandboxes per policy", fl.pool, service.MaxPool)
-	}
-	cfg.Pool = fl.pool
-	if os.Geteuid() != 0 {
-		return cfg, service.Address{}, errors.New("must run as root, as nsbox run does")
+	cfg, err := serviceConfig(fl)
+	if err != nil {
+		return cfg, service.Address{}, err
 	}
 	addr, err := service.ParseAddress(fl.listen)
 	if err != nil {
@@ -151,6 +159,28 @@ func serveConfig(fl serveFlags) (service.Config, service.Address, error) {
 			return cfg, addr, err
 		}
 	}
+	return cfg, addr, nil
+}
+
+// serviceConfig checks what nsbox serve and nsbox mcp share: the limits,
+// the pool, root, and the policies, each resolved now so a bad one stops
+// the service at start.
+func serviceConfig(fl serveFlags) (service.Config, error) {
+	cfg := service.Config{
+		MaxBody: fl.maxBody, MaxConcurrentRuns: fl.maxConcurrentRuns, MaxSessions: fl.maxSessions,
+		AuditDB: fl.auditDB, Log: os.Stderr, Version: version,
+		Policies: map[string]*policies.Policy{},
+	}
+	if cfg.MaxBody <= 0 || cfg.MaxConcurrentRuns <= 0 || cfg.MaxSessions <= 0 {
+		return cfg, errors.New("--max-body, --max-concurrent-runs and --max-sessions must be positive")
+	}
+	if fl.pool < 0 || fl.pool > service.MaxPool {
+		return cfg, fmt.Errorf("--pool %d: from 0 (none) to %d sandboxes per policy", fl.pool, service.MaxPool)
+	}
+	cfg.Pool = fl.pool
+	if os.Geteuid() != 0 {
+		return cfg, errors.New("must run as root, as nsbox run does")
+	}
 	for _, name := range strings.Split(fl.policies, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -158,12 +188,12 @@ func serveConfig(fl serveFlags) (service.Config, service.Address, error) {
 		}
 		pol, err := policies.Resolve(name)
 		if err != nil {
-			return cfg, addr, fmt.Errorf("--policies: %w", err)
+			return cfg, fmt.Errorf("--policies: %w", err)
 		}
 		cfg.Policies[name] = pol
 	}
 	if len(cfg.Policies) == 0 {
-		return cfg, addr, errors.New("--policies: no policy given")
+		return cfg, errors.New("--policies: no policy given")
 	}
-	return cfg, addr, nil
+	return cfg, nil
 }

@@ -58,6 +58,7 @@ func newApp() *cli.App {
 			auditCommand(),
 			policyCommand(),
 			serveCommand(),
+			mcpCommand(),
 		},
 		HideHelpCommand: true,
 	}

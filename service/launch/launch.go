@@ -28,6 +28,7 @@ const (
 	DefaultMaxBody           = 32 << 20 // bytes of one request body, files included (base64)
 	DefaultMaxConcurrentRuns = 8        // runs at once; past it, 429
 	DefaultPool              = 2        // sandboxes started ahead per policy, for one-shot runs
+	DefaultMCPPool           = 1        // the same for nsbox mcp: one client, one call at a time
 	DefaultMaxSessions       = 32       // sessions open at once; past it, 429
 )
 
