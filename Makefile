@@ -85,6 +85,7 @@ datasci: build
 # built first: the tests run a pandas and matplotlib program on it.
 test: deps build datasci fmt-check vet
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory python-test
 
 # Every fuzz target (each `func Fuzz...` in a _test.go file), 500000
 # inputs each (FUZZTIME=...). A count, not a duration: with a
@@ -203,3 +204,33 @@ stress: build
 bench: build datasci datasci-venv
 	NSBOX_BIN=$(CURDIR)/$(BIN) DATASCI_VENV=$(CURDIR)/$(DATASCI_VENV) \
 		$(BENCH_PYTHON) bench/bench.py $(BENCH_ARGS)
+
+# --- Python SDK and wheel --------------------------------------------------------
+# Targets: wheel, python-test (docs/python.md).
+#   wheel        dist/nsbox-VERSION-py3-none-manylinux_2_17_x86_64....whl: the
+#                SDK (python/nsbox) with bin/nsbox, nsbox-init and nsbox-serve
+#                as its scripts, versioned as bin/nsbox is; built by
+#                hatchling in $(SDK_BUILD_VENV) (python/build.lock, hash-checked,
+#                redone when the lock changes).
+#   python-test  installs that wheel into a fresh venv and runs python/tests
+#                (stdlib unittest) against real sandboxes: the CLI, nsbox.run by
+#                subprocess and through a service, datasci sessions. `test` runs
+#                it after the Go tests, never beside them: both start sandboxes.
+SDK_PYTHON     ?= /usr/bin/python3.11
+SDK_BUILD_VENV := python/.venv-build
+
+.PHONY: wheel python-test
+
+$(SDK_BUILD_VENV)/.complete: python/build.lock
+	rm -rf $(SDK_BUILD_VENV)
+	$(SDK_PYTHON) -m venv --without-pip $(SDK_BUILD_VENV)
+	python3 -m pip --python $(SDK_BUILD_VENV)/bin/python install --disable-pip-version-check --quiet \
+		--require-hashes --only-binary=:all: --no-deps -r python/build.lock
+	touch $@
+
+wheel: build $(SDK_BUILD_VENV)/.complete
+	rm -f dist/nsbox-*.whl
+	$(SDK_BUILD_VENV)/bin/python -m build --wheel --no-isolation --outdir dist python
+
+python-test: wheel datasci
+	NSBOX_SDK_PYTHON=$(SDK_PYTHON) $(SDK_PYTHON) -m unittest discover -s python/tests -t python -v

@@ -7,7 +7,9 @@ ship theirs. The binaries are static, so the wheel is tagged for any x86_64
 Linux (manylinux and musllinux) rather than for one Python: the Python code
 is the same for every Python 3.9+.
 
-The version is nsbox's (`git describe` in NSBOX_VERSION), made PEP 440:
+The version is the packed nsbox binary's own (`nsbox --version`: `git
+describe` when it was built), so the wheel and its binaries always agree,
+made PEP 440:
 "v1.2.3" is 1.2.3; a bare commit "7a1c054" is 0.0.0+g7a1c054;
 "v1.2.3-4-gabc" is 1.2.3.post4+gabc; "-dirty" adds ".dirty" to the local
 part.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +30,25 @@ BINARIES = ("nsbox", "nsbox-init", "nsbox-serve")
 TAG = "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64"
 
 
+def bin_dir() -> Path:
+    return Path(os.environ.get("NSBOX_WHEEL_BIN", Path(__file__).resolve().parent.parent / "bin")).resolve()
+
+
 def wheel_version() -> str:
-    """The PEP 440 form of NSBOX_VERSION (see the module's doc)."""
-    raw = os.environ.get("NSBOX_VERSION", "").strip()
-    if not raw:
-        raise RuntimeError("NSBOX_VERSION is not set: build the wheel with `make wheel`")
+    """The PEP 440 form of the nsbox binary's version (see the module's doc)."""
+    nsbox = bin_dir() / "nsbox"
+    try:
+        out = subprocess.run([str(nsbox), "--version"], capture_output=True, check=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"wheel: {nsbox} --version: {e}; run `make build` first") from e
+    prefix = "nsbox version "
+    if not out.startswith(prefix):
+        raise RuntimeError(f"wheel: {nsbox} --version: unexpected output {out!r}")
+    return pep440(out[len(prefix) :].strip())
+
+
+def pep440(raw: str) -> str:
+    """The PEP 440 form of a `git describe --always --dirty` version."""
     dirty = raw.endswith("-dirty")
     if dirty:
         raw = raw[: -len("-dirty")]
@@ -46,7 +63,7 @@ def wheel_version() -> str:
         version = "0.0.0"
         local.append("g" + raw)
     else:
-        raise RuntimeError(f"NSBOX_VERSION {raw!r}: want vX.Y.Z, vX.Y.Z-N-gHASH or a commit hash")
+        raise RuntimeError(f"nsbox version {raw!r}: want vX.Y.Z, vX.Y.Z-N-gHASH or a commit hash")
     if dirty:
         local.append("dirty")
     return version + ("+" + ".".join(local) if local else "")
@@ -56,7 +73,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
             return
-        bindir = Path(os.environ.get("NSBOX_WHEEL_BIN", Path(self.root).parent / "bin")).resolve()
+        bindir = bin_dir()
         for name in BINARIES:
             path = bindir / name
             try:

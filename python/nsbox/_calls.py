@@ -100,8 +100,12 @@ def close(sid: str) -> "Call[Result]":
 
 
 def _file_path(sid: str, path: str) -> str:
-    if not path or path.startswith("/"):
-        raise BadRequest(f"workspace path {path!r}: want a path relative to /workspace")
+    """The URL of a workspace path. A path the service would refuse is
+    refused here: HTTP clean-up would otherwise turn ".." into another
+    URL, not an error."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise BadRequest(f"workspace path {path!r}: want a path relative to /workspace, without '..', '.' or '//'")
     return f"/v1/sessions/{quote(sid, safe='')}/files/{quote(path, safe='/')}"
 
 
@@ -122,6 +126,7 @@ def read_file(sid: str, path: str) -> "Call[bytes]":
 def list_files(sid: str, dir: str) -> "Call[List[FileInfo]]":
     url = f"/v1/sessions/{quote(sid, safe='')}/files"
     if dir:
+        _file_path(sid, dir)  # the same checks
         url += "?dir=" + quote(dir, safe="/")
     return Call("GET", url, None, (200,), lambda r: [_pick(FileInfo, f) for f in _obj(r).get("files") or []])
 

@@ -1,9 +1,11 @@
 """HTTP to the service over a Unix socket or TCP, standard library only.
 
 Two transports with one interface: Client (blocking, http.client with a
-Unix-socket connection class) and AsyncClient (asyncio streams, a small
-HTTP/1.1 client: the request has a Content-Length, the answer is read to
-its Content-Length, its chunks, or the connection's end). Each request
+Unix-socket connection class) and AsyncClient (a small HTTP/1.1 client on
+the event loop's socket calls: the request has a Content-Length, the
+answer is read to its Content-Length, its chunks, or the connection's
+end). Both read the service's answer even when it came, and the
+connection closed, before the whole body was sent (an early 404 or 413). Each request
 uses its own connection, closed afterwards: a connection is cheap on a
 Unix socket, calls from several threads or tasks never share one, and a
 caller that gives up on a run closes its connection, which the service
@@ -130,7 +132,12 @@ class Client:
                 raise ServiceUnavailable(f"connect to the nsbox service at {ep}: {e}") from e
             if conn.sock is not None and ep.network == "tcp":
                 conn.sock.settimeout(timeout)
-            conn.request(method, path, body=body, headers=_headers(ep, body, content_type))
+            try:
+                conn.request(method, path, body=body, headers=_headers(ep, body, content_type))
+            except (BrokenPipeError, ConnectionResetError):
+                # The service answered (an error) before reading the whole
+                # body and closed the connection: its answer is waiting.
+                pass
             r = conn.getresponse()
             data = r.read()
             return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
@@ -145,8 +152,9 @@ class Client:
 
 
 class AsyncClient:
-    """The same requests as coroutines, on asyncio streams. Cancelling one
-    closes its connection: the service stops the run or cell in flight."""
+    """The same requests as coroutines, on the event loop's non-blocking
+    socket calls. Cancelling one closes its connection: the service stops
+    the run or cell in flight."""
 
     def __init__(self, ep: Endpoint) -> None:
         self.endpoint = ep
@@ -161,48 +169,95 @@ class AsyncClient:
         timeout: Optional[float] = None,
     ) -> Response:
         ep = self.endpoint
+        loop = asyncio.get_running_loop()
         try:
             if ep.network == "unix":
-                opening = asyncio.open_unix_connection(ep.address, limit=1 << 20)
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                addr: Any = ep.address
             else:
                 host, port = _split_host_port(ep.address)
-                opening = asyncio.open_connection(host, port, limit=1 << 20)
-            reader, writer = await asyncio.wait_for(opening, CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as e:
-            raise ServiceUnavailable(f"connect to the nsbox service at {ep}: {e or 'timed out'}") from e
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                if not infos:
+                    raise OSError(f"no address for {host}")
+                family, _, _, _, addr = infos[0]
+                sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as e:
+            raise ServiceUnavailable(f"connect to the nsbox service at {ep}: {e}") from e
         try:
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, addr), CONNECT_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as e:
+                raise ServiceUnavailable(f"connect to the nsbox service at {ep}: {e or 'timed out'}") from e
             head = f"{method} {path} HTTP/1.1\r\n" + "".join(
                 f"{k}: {v}\r\n" for k, v in _headers(ep, body, content_type).items()
             )
-            writer.write(head.encode("latin-1") + b"\r\n" + (body or b""))
-            await writer.drain()
-            return await asyncio.wait_for(_read_response(reader), timeout)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
+            try:
+                await loop.sock_sendall(sock, head.encode("latin-1") + b"\r\n" + (body or b""))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # answered before the whole body was read: read the answer
+            return await asyncio.wait_for(_read_response(_SockReader(loop, sock)), timeout)
+        except (OSError, EOFError, ValueError) as e:
             raise NsboxError(f"{method} {path} at the nsbox service {ep}: {e}") from e
         except asyncio.TimeoutError as e:
             raise NsboxError(f"{method} {path} at the nsbox service {ep}: no answer within {timeout} s") from e
         finally:
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except OSError:
-                pass
+            sock.close()
 
     async def json(self, method: str, path: str, payload: Any = None, *ok: int, timeout: Optional[float] = None) -> Any:
         body = None if payload is None else json.dumps(payload).encode()
         return check(await self.request(method, path, body, timeout=timeout), *ok).json()
 
 
-async def _read_response(reader: asyncio.StreamReader) -> Response:
+class _SockReader:
+    """Buffered reads from a non-blocking socket through the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self._loop, self._sock, self._buf = loop, sock, bytearray()
+
+    async def _more(self) -> bool:
+        chunk = await self._loop.sock_recv(self._sock, 1 << 16)
+        self._buf += chunk
+        return bool(chunk)
+
+    async def readline(self) -> bytes:
+        while True:
+            i = self._buf.find(b"\r\n")
+            if i >= 0:
+                line = bytes(self._buf[: i + 2])
+                del self._buf[: i + 2]
+                return line
+            if len(self._buf) > 1 << 16:
+                raise ValueError("an HTTP line longer than 64 KiB")
+            if not await self._more():
+                raise EOFError("the service closed the connection mid-answer")
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            if not await self._more():
+                raise EOFError("the service closed the connection mid-answer")
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    async def readall(self) -> bytes:
+        while await self._more():
+            pass
+        out = bytes(self._buf)
+        self._buf.clear()
+        return out
+
+
+async def _read_response(reader: _SockReader) -> Response:
     """Reads one HTTP/1.1 answer: status line, headers, body."""
-    line = await reader.readuntil(b"\r\n")
+    line = await reader.readline()
     parts = line.decode("latin-1").split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
         raise ValueError(f"not an HTTP answer: {line[:100]!r}")
     status = int(parts[1])
     headers: Dict[str, str] = {}
     while True:
-        line = await reader.readuntil(b"\r\n")
+        line = await reader.readline()
         if line == b"\r\n":
             break
         k, _, v = line.decode("latin-1").partition(":")
@@ -212,9 +267,9 @@ async def _read_response(reader: asyncio.StreamReader) -> Response:
     if headers.get("transfer-encoding", "").lower() == "chunked":
         chunks = []
         while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+            size = int((await reader.readline()).split(b";")[0].strip(), 16)
             if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+                while (await reader.readline()) != b"\r\n":  # trailers
                     pass
                 break
             chunks.append(await reader.readexactly(size))
@@ -222,7 +277,7 @@ async def _read_response(reader: asyncio.StreamReader) -> Response:
         return Response(status, headers, b"".join(chunks))
     if "content-length" in headers:
         return Response(status, headers, await reader.readexactly(int(headers["content-length"])))
-    return Response(status, headers, await reader.read())
+    return Response(status, headers, await reader.readall())
 
 
 def _split_host_port(addr: str) -> Tuple[str, int]:
