@@ -216,10 +216,14 @@ bench: build datasci datasci-venv
 #                (stdlib unittest) against real sandboxes: the CLI, nsbox.run by
 #                subprocess and through a service, datasci sessions. `test` runs
 #                it after the Go tests, never beside them: both start sandboxes.
+#   bench-sdk    bench/sdk_latency.py: the wheel's size, a fresh venv's install
+#                to first result, and nsbox.run's latency by subprocess and
+#                through a service beside bare python3 (stdout and
+#                bench/results/sdk.json). As root; not part of `test`.
 SDK_PYTHON     ?= /usr/bin/python3.11
 SDK_BUILD_VENV := python/.venv-build
 
-.PHONY: wheel python-test
+.PHONY: wheel python-test bench-sdk
 
 $(SDK_BUILD_VENV)/.complete: python/build.lock
 	rm -rf $(SDK_BUILD_VENV)
@@ -234,3 +238,6 @@ wheel: build $(SDK_BUILD_VENV)/.complete
 
 python-test: wheel datasci
 	NSBOX_SDK_PYTHON=$(SDK_PYTHON) $(SDK_PYTHON) -m unittest discover -s python/tests -t python -v
+
+bench-sdk: wheel
+	NSBOX_SDK_PYTHON=$(SDK_PYTHON) $(BENCH_PYTHON) bench/sdk_latency.py $(BENCH_ARGS)

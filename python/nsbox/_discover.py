@@ -94,13 +94,7 @@ def configured(server: Optional[str] = None, token: Optional[str] = None) -> Opt
 def binary_candidates() -> List[Path]:
     """Where the nsbox binary is looked for, in order."""
     out: List[Path] = []
-    schemes = [sysconfig.get_default_scheme()] if hasattr(sysconfig, "get_default_scheme") else []
-    schemes.append(f"{os.name}_user")
-    for scheme in schemes:
-        try:
-            d = sysconfig.get_path("scripts", scheme)
-        except KeyError:
-            continue
+    for d in (sysconfig.get_path("scripts"), _user_scripts()):
         if d:
             out.append(Path(d) / "nsbox")
     # The directory of this interpreter (a venv's bin/ when sysconfig
@@ -113,6 +107,14 @@ def binary_candidates() -> List[Path]:
     if which:
         out.append(Path(which))
     return out
+
+
+def _user_scripts() -> Optional[str]:
+    """The scripts directory of a per-user install (pip's --user)."""
+    try:
+        return sysconfig.get_path("scripts", f"{os.name}_user")
+    except KeyError:
+        return None
 
 
 def find_binary() -> str:

@@ -11,7 +11,9 @@ set from a thread that lives as long as the process, since the kernel
 sends the signal when the thread that started the child ends.
 
 The socket lies in a directory of its own, mode 0700, so only this
-process's user (root) can connect; it is removed with the directory.
+process's user (root) can connect; it is removed with the directory. A
+killed process leaves that directory empty (its service removes the
+socket as it drains); the next private service's start removes it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import glob
 import logging
 import os
 import queue
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -101,10 +105,30 @@ def _stop_at_exit() -> None:
         log.warning("stop the private nsbox service: %s", e)
 
 
+DIR_PREFIX = "nsbox-sdk-"
+# A directory of a private service older than this and empty is left over
+# from a process that was killed: its service drained and removed its
+# socket, but nothing was left to remove the directory.
+STALE_AFTER = 60.0
+
+
+def _sweep() -> None:
+    """Removes the empty directories killed processes' services left."""
+    now = time.time()
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), DIR_PREFIX + "*")):
+        try:
+            st = os.lstat(d)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > STALE_AFTER:
+                os.rmdir(d)  # only if empty: a live service's socket is in its own
+        except OSError:
+            pass
+
+
 class PrivateService:
     def __init__(self, binary: str) -> None:
         self.binary = binary
-        self.dir = tempfile.mkdtemp(prefix="nsbox-sdk-")
+        _sweep()
+        self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX)
         self.endpoint = Endpoint("unix", os.path.join(self.dir, "nsbox.sock"))
         self._proc: Optional[subprocess.Popen[bytes]] = None
         self._lines: Deque[str] = collections.deque(maxlen=40)

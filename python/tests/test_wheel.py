@@ -89,6 +89,7 @@ PRELUDE = textwrap.dedent(
     import json, sys
     def out(v):
         sys.stdout.write("\\n@@" + json.dumps(v) + "\\n")
+        sys.stdout.flush()
     """
 )
 
@@ -150,6 +151,24 @@ class TestWheel(unittest.TestCase):
     def test_cli_run(self) -> None:
         p = nsbox_cli("run", "-c", "print(1)")
         self.assertEqual((p.returncode, p.stdout), (0, "1\n"), p.stderr)
+
+
+class TestSource(unittest.TestCase):
+    def test_python_3_9_syntax(self) -> None:
+        """The package parses as Python 3.9 (the oldest it supports; the
+        tests run on a newer one)."""
+        import ast
+
+        files = glob.glob(os.path.join(REPO, "python", "nsbox", "*.py"))
+        self.assertGreater(len(files), 5)
+        for path in files:
+            with open(path) as f:
+                src = f.read()
+            try:
+                ast.parse(src, path, feature_version=(3, 9))
+            except SyntaxError as e:
+                self.fail(f"{path}: not Python 3.9: {e}")
+            self.assertIn("from __future__ import annotations", src, path)
 
 
 class TestRunSubprocess(unittest.TestCase):
@@ -452,6 +471,43 @@ class TestPrivateService(unittest.TestCase):
         # Stopped at exit: the process and its directory are gone.
         self.assertFalse(os.path.exists(f"/proc/{got['pid']}"), "the private service outlived its process")
         self.assertFalse(os.path.exists(os.path.dirname(got["sock"])), "the private service left its directory")
+
+    def test_process_killed(self) -> None:
+        """A process killed with SIGKILL runs no exit handler: the kernel
+        sends its service SIGTERM, which drains it (the session is
+        closed, its sandbox torn down); the next private service removes
+        the empty directory left behind."""
+        code = PRELUDE + textwrap.dedent(
+            """
+            import time, nsbox
+            from nsbox import _private
+            sb = nsbox.Sandbox(policy="default")
+            sb.run_code("x = 1")
+            out([_private._service._proc.pid, sb.endpoint.address])
+            time.sleep(120)
+            """
+        )
+        p = subprocess.Popen([os.path.join(VENV, "bin", "python"), "-c", code], env=ENV, cwd=TMP,
+                             stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        line = ""
+        while not line.startswith("@@"):
+            line = p.stdout.readline()
+            self.assertNotEqual(line, "", "the snippet ended before it opened its sandbox")
+        pid, sock = json.loads(line[2:])
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        deadline = time.monotonic() + 60
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(os.path.exists(f"/proc/{pid}"), "the private service outlived its killed process")
+        self.assertFalse(os.path.exists(sock), "the private service left its socket")
+        left = os.path.dirname(sock)
+        self.assertEqual(os.listdir(left), [])
+        os.utime(left, (time.time() - 3600, time.time() - 3600))
+        self.assertEqual(py("import nsbox; nsbox.Sandbox(policy='default').close(); out(1)"), 1)
+        self.assertFalse(os.path.exists(left), "the next private service did not remove the empty directory")
 
     def test_documented_example(self) -> None:
         with open(os.path.join(REPO, "docs", "python.md")) as f:
