@@ -13,9 +13,10 @@ It measures, for the wheel in dist/:
   - one-shot latency of `nsbox.run("print(1)")` through the SDK, by
     subprocess (no service) and through an `nsbox serve` of the wheel's
     binary (its default pool), beside bare
-    `subprocess.run(["python3", "-c", "print(1)"])`, interleaved run by
-    run, N runs each (default 40): medians and p95, measured inside one
-    Python process of the venv, as an SDK user sees them;
+    `subprocess.run(["python3", "-c", "print(1)"])` (/usr/bin/python3),
+    interleaved run by run, N runs each (default 40): medians and p95,
+    measured inside one Python process of the venv, as an SDK user sees
+    them;
   - the latency of a session cell, `Sandbox.run_code("1")`.
 Results go to stdout and bench/results/sdk.json.
 """
@@ -91,6 +92,9 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="nsbox-bench-sdk-")
     os.chmod(tmp, 0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("NSBOX_BIN", "NSBOX_SERVER")}
+    # python3 is the system's, not a version manager's shim (a script
+    # that would add its own start-up to the bare figure).
+    env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
     out: dict = {"wheel": os.path.basename(wheel), "wheel_bytes": os.path.getsize(wheel), "runs": args.runs}
     svc = None
     try:
