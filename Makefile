@@ -85,6 +85,7 @@ datasci: build
 # built first: the tests run a pandas and matplotlib program on it.
 test: deps build datasci mcp-venv fmt-check vet
 	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory python-test
 
 # Every fuzz target (each `func Fuzz...` in a _test.go file), 500000
 # inputs each (FUZZTIME=...). A count, not a duration: with a
@@ -221,3 +222,39 @@ $(MCP_VENV)/.complete: tests/mcp/requirements.txt
 		--only-binary=:all: --no-deps -r tests/mcp/requirements.txt
 	python3 -m pip --python $(MCP_VENV)/bin/python check
 	touch $@
+# --- Python SDK and wheel --------------------------------------------------------
+# Targets: wheel, python-test (docs/python.md).
+#   wheel        dist/nsbox-VERSION-py3-none-manylinux_2_17_x86_64....whl: the
+#                SDK (python/nsbox) with bin/nsbox, nsbox-init and nsbox-serve
+#                as its scripts, versioned as bin/nsbox is; built by
+#                hatchling in $(SDK_BUILD_VENV) (python/build.lock, hash-checked,
+#                redone when the lock changes).
+#   python-test  installs that wheel into a fresh venv and runs python/tests
+#                (stdlib unittest) against real sandboxes: the CLI, nsbox.run by
+#                subprocess and through a service, datasci sessions. `test` runs
+#                it after the Go tests, never beside them: both start sandboxes.
+#   bench-sdk    bench/sdk_latency.py: the wheel's size, a fresh venv's install
+#                to first result, and nsbox.run's latency by subprocess and
+#                through a service beside bare python3 (stdout and
+#                bench/results/sdk.json). As root; not part of `test`.
+SDK_PYTHON     ?= /usr/bin/python3.11
+SDK_BUILD_VENV := python/.venv-build
+
+.PHONY: wheel python-test bench-sdk
+
+$(SDK_BUILD_VENV)/.complete: python/build.lock
+	rm -rf $(SDK_BUILD_VENV)
+	$(SDK_PYTHON) -m venv --without-pip $(SDK_BUILD_VENV)
+	python3 -m pip --python $(SDK_BUILD_VENV)/bin/python install --disable-pip-version-check --quiet \
+		--require-hashes --only-binary=:all: --no-deps -r python/build.lock
+	touch $@
+
+wheel: build $(SDK_BUILD_VENV)/.complete
+	rm -f dist/nsbox-*.whl
+	$(SDK_BUILD_VENV)/bin/python -m build --wheel --no-isolation --outdir dist python
+
+python-test: wheel datasci
+	NSBOX_SDK_PYTHON=$(SDK_PYTHON) $(SDK_PYTHON) -m unittest discover -s python/tests -t python -v
+
+bench-sdk: wheel
+	NSBOX_SDK_PYTHON=$(SDK_PYTHON) $(BENCH_PYTHON) bench/sdk_latency.py $(BENCH_ARGS)

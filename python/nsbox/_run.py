@@ -1,0 +1,211 @@
+"""nsbox.run and nsbox.arun: one program in a fresh sandbox.
+
+Through the service when one is configured (an explicit server,
+NSBOX_SERVER, the default socket) or this process's private service
+already runs; else through the nsbox binary, `nsbox run --json`, as a
+subprocess. Either way the answer is the same result object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from . import _private
+from ._discover import configured, find_binary
+from ._http import AsyncClient, Client, Endpoint
+from .errors import BadRequest, NsboxError
+from .results import Result
+
+FileData = Union[bytes, str]
+
+
+def run(
+    code: str,
+    *,
+    policy: str = "default",
+    timeout: Optional[float] = None,
+    output_limit: Optional[int] = None,
+    files: Optional[Mapping[str, FileData]] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    server: Optional[str] = None,
+    token: Optional[str] = None,
+) -> Result:
+    """Runs code in a fresh sandbox under policy and returns its Result.
+
+    timeout (seconds) and output_limit (bytes per stream) can only lower
+    the policy's; files ({path: bytes or str}) are placed in /workspace
+    first; labels are recorded in the audit log. server ("unix:PATH" or
+    "tcp:HOST:PORT") and token choose a service explicitly. The program's
+    failure is in the Result (status, exit_code, stderr); errors are
+    raised only when no run could be attempted."""
+    _check_args(timeout, output_limit)
+    ep = _endpoint(server, token)
+    if ep is not None:
+        payload = _payload(code, policy, timeout, output_limit, files, labels)
+        return _result(Client(ep).json("POST", "/v1/runs", payload, 200))
+    argv, ws = _argv(find_binary(), policy, timeout, output_limit, files, labels)
+    try:
+        p = subprocess.run(argv, input=code.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as e:
+        raise NsboxError(f"run {argv[0]}: {e}") from e
+    finally:
+        if ws:
+            shutil.rmtree(ws, ignore_errors=True)
+    return _decode(argv[0], p.returncode, p.stdout, p.stderr)
+
+
+async def arun(
+    code: str,
+    *,
+    policy: str = "default",
+    timeout: Optional[float] = None,
+    output_limit: Optional[int] = None,
+    files: Optional[Mapping[str, FileData]] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    server: Optional[str] = None,
+    token: Optional[str] = None,
+) -> Result:
+    """run() as a coroutine: the service over asyncio streams, or nsbox
+    as an asyncio subprocess. Cancelling it stops the run (the service
+    sees its client go away; the subprocess is sent SIGTERM)."""
+    _check_args(timeout, output_limit)
+    ep = _endpoint(server, token)
+    if ep is not None:
+        payload = _payload(code, policy, timeout, output_limit, files, labels)
+        return _result(await AsyncClient(ep).json("POST", "/v1/runs", payload, 200))
+    argv, ws = _argv(find_binary(), policy, timeout, output_limit, files, labels)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            out, err = await proc.communicate(code.encode())
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.terminate()  # nsbox kills the run and finishes its row
+                await proc.wait()
+            raise
+    except OSError as e:
+        raise NsboxError(f"run {argv[0]}: {e}") from e
+    finally:
+        if ws:
+            shutil.rmtree(ws, ignore_errors=True)
+    assert proc.returncode is not None
+    return _decode(argv[0], proc.returncode, out, err)
+
+
+def _endpoint(server: Optional[str], token: Optional[str]) -> Optional[Endpoint]:
+    return configured(server, token) or _private.running()
+
+
+def _check_args(timeout: Optional[float], output_limit: Optional[int]) -> None:
+    if timeout is not None and not timeout > 0:
+        raise BadRequest(f"timeout {timeout!r}: must be a positive number of seconds")
+    if output_limit is not None and not output_limit > 0:
+        raise BadRequest(f"output_limit {output_limit!r}: must be a positive number of bytes")
+
+
+def _payload(
+    code: str,
+    policy: str,
+    timeout: Optional[float],
+    output_limit: Optional[int],
+    files: Optional[Mapping[str, FileData]],
+    labels: Optional[Mapping[str, str]],
+) -> Dict[str, Any]:
+    """The body of POST /v1/runs."""
+    p: Dict[str, Any] = {"code": code, "policy": policy}
+    if timeout is not None:
+        p["timeout"] = timeout
+    if output_limit is not None:
+        p["output_limit"] = output_limit
+    if labels:
+        p["labels"] = dict(labels)
+    if files:
+        p["files"] = [
+            {"path": path, "content_base64": base64.b64encode(_bytes(data)).decode()} for path, data in files.items()
+        ]
+    return p
+
+
+def _result(d: Any) -> Result:
+    if not isinstance(d, dict):
+        raise NsboxError(f"the service's answer is not a result object: {str(d)[:200]}")
+    return Result.from_dict(d)
+
+
+def _argv(
+    binary: str,
+    policy: str,
+    timeout: Optional[float],
+    output_limit: Optional[int],
+    files: Optional[Mapping[str, FileData]],
+    labels: Optional[Mapping[str, str]],
+) -> Tuple[List[str], Optional[str]]:
+    """nsbox run's command line (the program on stdin), and the temporary
+    workspace holding files, if any, for the caller to remove."""
+    argv = [binary, "run", "--json", "--policy=" + policy]
+    if timeout is not None:
+        argv.append(f"--timeout={timeout:f}s")
+    if output_limit is not None:
+        argv.append(f"--output-limit={output_limit}")
+    for k, v in (labels or {}).items():
+        argv.append(f"--label={k}={v}")
+    ws = _workspace(files) if files else None
+    if ws:
+        argv.append("--workspace=" + os.path.join(ws, "workspace"))
+    argv.append("-")
+    return argv, ws
+
+
+def _workspace(files: Mapping[str, FileData]) -> str:
+    """A temporary --workspace with files in it. The directory belongs to
+    root (the caller), so nsbox needs it writable by others to let the
+    program write there (docs/running.md); its parent is private (0700),
+    so no one else on the host reaches it, and nsbox binds it without
+    needing the program to search the parent."""
+    top = tempfile.mkdtemp(prefix="nsbox-run-")
+    ws = os.path.join(top, "workspace")
+    try:
+        os.mkdir(ws)
+        os.chmod(ws, 0o777)
+        for path, data in files.items():
+            dst = _beneath(ws, path)
+            os.makedirs(os.path.dirname(dst), mode=0o777, exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(_bytes(data))
+            os.chmod(dst, 0o644)
+    except BaseException:
+        shutil.rmtree(top, ignore_errors=True)
+        raise
+    return top
+
+
+def _beneath(root: str, path: str) -> str:
+    """root/path for a relative path without "..", as the service
+    requires of a file's path."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise BadRequest(f"file {path!r}: want a relative path without '..', '.' or empty parts")
+    return os.path.join(root, *parts)
+
+
+def _bytes(data: FileData) -> bytes:
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+def _decode(binary: str, code: int, out: bytes, err: bytes) -> Result:
+    """The result nsbox run --json printed; an error when it printed none."""
+    try:
+        d = json.loads(out)
+    except ValueError:
+        msg = err.decode("utf-8", "replace").strip() or out[:500].decode("utf-8", "replace")
+        raise NsboxError(f"{binary} run --json exited {code} without a result: {msg}") from None
+    return _result(d)
