@@ -218,7 +218,7 @@ ADAPTERS_PYTHON ?= /usr/bin/python3.11
 ADAPTERS_PIP    ?= python3 -m pip
 # Where the nsbox package the tests import lives (the repository's own).
 ADAPTERS_PYTHONPATH ?= $(CURDIR)/python
-ADAPTERS_TESTS  := tests/test_tools.py tests/test_langchain.py
+ADAPTERS_TESTS  := tests/test_tools.py tests/test_langchain.py tests/test_smolagents.py
 
 .PHONY: python-adapters-test
 
