@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -131,3 +133,14 @@ def test_session_state_and_charts() -> None:
     out = nsbox.handle_tool_call({"code": "print(1)"}, sandbox=sb)
     assert out.startswith("status: session_ended\nThe session has ended"), out
     assert "the code was not run" in out
+
+
+def test_import_nsbox_loads_no_framework() -> None:
+    """The adapters' frameworks are optional: nsbox and nsbox.tools import none of them."""
+    code = (
+        "import sys, nsbox, nsbox.tools, nsbox.integrations\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('langchain_core', 'smolagents', 'pydantic', 'jsonschema'))\n"
+        "assert not loaded, loaded\n"
+        "assert nsbox.tool_schema is nsbox.tools.tool_schema and nsbox.handle_tool_call is nsbox.tools.handle_tool_call\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
