@@ -36,7 +36,7 @@ class ScriptedModel(Model):
 
 def _agent(steps: List[str], executor: NsboxExecutor, tools: Sequence[Any] = ()) -> CodeAgent:
     return CodeAgent(
-        tools=list(tools), model=ScriptedModel(steps), executor=executor, max_steps=len(steps), verbosity_level=0
+        tools=list(tools), model=ScriptedModel(steps), executor=executor, max_steps=len(steps), verbosity_level=-1
     )
 
 
