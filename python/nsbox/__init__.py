@@ -86,6 +86,7 @@ from .results import (
     Violation,
 )
 from .sandbox import Files, Sandbox
+from .tools import handle_tool_call, tool_schema
 
 
 def _version() -> str:
@@ -130,6 +131,8 @@ __all__ = [
     "__version__",
     "arun",
     "find_binary",
+    "handle_tool_call",
     "run",
     "stop_private_service",
+    "tool_schema",
 ]
