@@ -67,8 +67,8 @@ func newMCPDoor(s *Server) (*mcpDoor, error) {
 		Description: "Run a Python 3 program once in a fresh, isolated sandbox and return its result. Nothing " +
 			"persists: each call starts from a clean interpreter and an empty /workspace, removed afterwards " +
 			"(use create_session and run_cell to keep variables and files between calls). The network is " +
-			"off. Output is the program's stdout and stderr (print what you want back) and the result " +
-			"object: status (ok, error, timeout, memory_limit, output_limit, policy_violation, killed, " +
+			"off. Output is the program's stdout and stderr (print what you want back), the value of a final " +
+			"bare expression, every matplotlib figure left open as a PNG image, and the result object: status (ok, error, timeout, memory_limit, output_limit, policy_violation, killed, " +
 			"sandbox_error), exit code, duration and resources. Imports outside the policy's allowlist are " +
 			"refused (status policy_violation). " + lim,
 		OutputSchema: resultSchema,
@@ -173,8 +173,8 @@ func toolError(err error) *mcp.CallToolResult {
 // instructions tell the model what the server is for.
 func (d *mcpDoor) instructions() string {
 	return "nsbox runs untrusted Python in isolated Linux sandboxes with the network off. Use run_python for " +
-		"one-off code (nothing persists between calls) and create_session/run_cell for work that keeps " +
-		"state, files (upload_file, download_file, list_files) or draws charts; close_session when done. " +
+		"one-off code and charts (nothing persists between calls) and create_session/run_cell for work " +
+		"that keeps state or files (upload_file, download_file, list_files); close_session when done. " +
 		d.limitsText()
 }
 

@@ -106,9 +106,10 @@ func decodeBody(body io.Reader, v any) error {
 }
 
 // runFlags turns the request's limits into the flags that narrow the
-// policy: each positive (the planner refuses one above the policy's).
+// policy: each positive (the planner refuses one above the policy's). A
+// run through the service always returns its display outputs.
 func runFlags(req runRequest) (planner.Flags, error) {
-	var f planner.Flags
+	f := planner.Flags{Outputs: true}
 	if t := req.Timeout; t != nil {
 		if !(*t > 0) || *t*float64(time.Second) > math.MaxInt64 {
 			return f, fmt.Errorf("timeout %v: must be a positive number of seconds", *t)

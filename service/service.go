@@ -233,6 +233,10 @@ func (s *Server) Handler() http.Handler {
 		if s.cfg.Token != nil && !s.authorized(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="nsbox"`)
 			writeError(rec, http.StatusUnauthorized, "unauthorized", "this service needs Authorization: Bearer TOKEN")
+		} else if dotSegments(r.URL.Path) {
+			// The mux would clean the path and redirect there: a
+			// workspace path with ".." is refused, never followed.
+			writeError(rec, http.StatusBadRequest, "path_refused", fmt.Sprintf("%s: a path with . or .. segments", r.URL.Path))
 		} else {
 			s.mux.ServeHTTP(rec, r)
 		}
@@ -240,6 +244,16 @@ func (s *Server) Handler() http.Handler {
 		s.metrics.request(rec.route, rec.status, took)
 		s.log.Printf("%s %s %d %s", r.Method, r.URL.Path, rec.status, took.Round(time.Millisecond))
 	})
+}
+
+// dotSegments reports whether path has a "." or ".." segment.
+func dotSegments(path string) bool {
+	for seg := range strings.SplitSeq(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // authorized reports whether r carries the token. Both sides are hashed

@@ -487,3 +487,16 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDotSegmentsRefused: a path with . or .. is answered 400
+// path_refused, not redirected to its cleaned form.
+func TestDotSegmentsRefused(t *testing.T) {
+	s, _ := testServer(t, nil)
+	for _, p := range []string{"/v1/sessions/x/files/../../etc/passwd", "/v1/sessions/x/files/./a", "/v1/../v1/health"} {
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://nsbox"+p, nil))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "path_refused") {
+			t.Errorf("GET %s: %d %s", p, w.Code, w.Body)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -432,5 +434,45 @@ func TestPooledRunEnds(t *testing.T) {
 	}
 	if log := s.logText(); strings.Contains(log, "teardown after the answer") {
 		t.Errorf("a teardown failed after its answer:\n%s", log)
+	}
+}
+
+// TestRunOutputs: a one-shot run through the service returns its display
+// outputs as a session's cell does (a final bare expression's value, a
+// figure left open as a PNG that decodes), pooled or cold, and a run
+// whose last statement is not an expression has none.
+func TestRunOutputs(t *testing.T) {
+	needRoot(t)
+	needDatasci(t)
+	s := startServe(t, "", "--policies", "datasci", "--pool", "1")
+	s.ready(t)
+	code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\n6 * 7"
+	check := func(how string, r *result.Result) {
+		t.Helper()
+		if r.Status != result.StatusOK {
+			t.Fatalf("%s: %s %s %q", how, r.Status, r.Reason, r.Stderr)
+		}
+		var text, png bool
+		for _, o := range r.Outputs {
+			switch o.Type {
+			case result.OutputText:
+				text = text || o.Data == "42"
+			case result.OutputPNG:
+				b, err := base64.StdEncoding.DecodeString(o.Data)
+				png = png || err == nil && bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n"))
+			}
+		}
+		if !text || !png {
+			t.Errorf("%s: outputs %d, the value 42 %v, a PNG %v", how, len(r.Outputs), text, png)
+		}
+	}
+	check("pooled", pooledRun(t, s, map[string]any{"policy": "datasci", "code": code}))
+	st, cold, body := s.run(t, map[string]any{"policy": "datasci", "code": code, "timeout": 60})
+	if st != 200 {
+		t.Fatalf("cold run: %d %s", st, body)
+	}
+	check("cold", cold)
+	if r := pooledRun(t, s, map[string]any{"policy": "datasci", "code": "x = 6 * 7"}); len(r.Outputs) != 0 {
+		t.Errorf("a run ending in an assignment has outputs: %v", r.Outputs)
 	}
 }

@@ -27,11 +27,12 @@ type Warm struct {
 	taken bool
 }
 
-// StartWarm prepares a sandbox for a run of pol with no flags and
+// StartWarm prepares a sandbox for a run of pol with no flags but
+// display outputs (a pool is a service's, whose runs return them) and
 // releases it up to the runner waiting for its program. The base root is
 // built first when it is missing (log says so).
 func StartWarm(ctx context.Context, pol *policies.Policy, log io.Writer) (*Warm, error) {
-	pl, err := planner.Make(pol, planner.Flags{Warm: true}, plan.ReadHost(pol.Sandbox.Require))
+	pl, err := planner.Make(pol, planner.Flags{Warm: true, Outputs: true}, plan.ReadHost(pol.Sandbox.Require))
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +65,8 @@ func (w *Warm) Age() time.Duration { return time.Since(w.born) }
 func (w *Warm) Discard() { w.sb.Finish() }
 
 // WarmFits reports whether a run with these flags can take a warm
-// sandbox: the warm plan is the policy's own, so only a run that does not
-// narrow it.
+// sandbox: the warm plan is the policy's own with display outputs, so
+// only a run that does not narrow it and asks for them.
 func WarmFits(f planner.Flags) bool {
-	return f.Timeout == 0 && f.OutputLimit == 0 && !f.CheckOnly && f.Filename == ""
+	return f.Timeout == 0 && f.OutputLimit == 0 && !f.CheckOnly && f.Filename == "" && f.Outputs
 }

@@ -45,6 +45,10 @@ type Flags struct {
 	// allowlist.preload while it waits. A cold run leaves it unset: it
 	// would only add the imports' time to the run.
 	Warm bool
+	// Outputs asks the runner for display outputs after the program
+	// (the service's runs, as its sessions' cells have them): a final
+	// bare expression's value, the matplotlib figures left open.
+	Outputs bool
 }
 
 // Make is the one translation of a policy into a run: it narrows the
@@ -250,6 +254,7 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 	if f.Warm && !f.CheckOnly {
 		c.Preload = p.Allowlist.Preload
 	}
+	c.Outputs = f.Outputs && !f.CheckOnly
 	return c
 }
 
