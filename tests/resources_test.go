@@ -11,9 +11,14 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// cgroupRoots are the v1 hierarchies a run's cgroup lives in on this kind
-// of host (nsbox/<run id> under each).
-var cgroupRoots = []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/freezer"}
+// cgroupRoots are the hierarchies a run's cgroup lives in (nsbox/<run id>
+// under each): the unified one on a cgroup v2 host, else the v1 ones.
+var cgroupRoots = func() []string {
+	if unifiedCgroup() {
+		return []string{"/sys/fs/cgroup"}
+	}
+	return []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/freezer"}
+}()
 
 // runCgroups lists the run cgroups that exist under the nsbox parent in
 // any hierarchy.
