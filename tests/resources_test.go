@@ -165,7 +165,7 @@ func TestCPUTimeLimit(t *testing.T) {
 	if o.res.Limit != result.LimitCPUTime || o.exit != result.ExitTimeout {
 		t.Errorf("limit %q exit %d, want %q and %d", o.res.Limit, o.exit, result.LimitCPUTime, result.ExitTimeout)
 	}
-	if o.elapsed > 10*time.Second {
+	if o.elapsed > scaled(10*time.Second) {
 		t.Errorf("run took %v: the wall clock, not RLIMIT_CPU, ended it", o.elapsed)
 	}
 }
@@ -296,6 +296,7 @@ func writePolicy(t *testing.T, builtin string, replace map[string]string) string
 		}
 		s = strings.Replace(s, old, new, 1)
 	}
+	s = scalePolicyTimeout(t, builtin, s)
 	p := filepath.Join(t.TempDir(), builtin+"-test.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -330,7 +331,7 @@ func TestFailClosedWithoutCgroups(t *testing.T) {
 	if e := o.res.Error; e == nil || e.Step != "requirements" || !strings.Contains(e.Message, "cgroups") || !strings.Contains(e.Message, "nsbox doctor") {
 		t.Errorf("error %+v, want step requirements naming cgroups and `nsbox doctor`", e)
 	}
-	if l := o.res.Limits; l == nil || l.TimeoutMS != 10000 || l.MemoryBytes != nil || o.res.Sandbox != nil {
+	if l := o.res.Limits; l == nil || l.TimeoutMS != scaled(10*time.Second).Milliseconds() || l.MemoryBytes != nil || o.res.Sandbox != nil {
 		t.Errorf("refused run: limits %+v sandbox %+v, want the policy's limits without cgroup ones and no sandbox", l, o.res.Sandbox)
 	}
 
