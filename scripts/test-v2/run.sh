@@ -84,15 +84,16 @@ kernel=$(ls -v /boot/vmlinuz-* 2>/dev/null | tail -n 1)
 [ -r "$kernel" ] || die "no readable kernel in /boot (linux-image-amd64)"
 t_apt=$(now)
 
-# 2. virtme-ng, pinned and hash-checked, in a venv under the repo; redone
-# when the requirements change.
+# 2. virtme-ng, pinned and hash-checked, in a venv under the repo (of
+# Debian's Python, which make deps installs, with python3's pip as the
+# datasci venv is); redone when the requirements change.
 req=scripts/test-v2/requirements.txt
 if ! cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
 	log "virtme-ng into $venv"
 	rm -rf "$venv"
-	python3 -m venv "$venv"
-	"$venv/bin/pip" install --disable-pip-version-check --quiet --require-hashes \
-		--only-binary=:all: --no-deps -r "$req"
+	/usr/bin/python3.11 -m venv --without-pip "$venv"
+	python3 -m pip --python "$venv/bin/python" install --disable-pip-version-check --quiet \
+		--require-hashes --only-binary=:all: --no-deps -r "$req"
 	cp "$req" "$venv/.requirements"
 fi
 export PATH=$repo/$venv/bin:$PATH
