@@ -290,3 +290,14 @@ $(ADAPTERS_VENV)/.complete: $(ADAPTERS_LOCK)
 python-adapters-test: build datasci $(ADAPTERS_VENV)/.complete
 	cd python && NSBOX_ADAPTERS_TEST=1 NSBOX_BIN=$(CURDIR)/$(BIN) PYTHONPATH=$(ADAPTERS_PYTHONPATH) \
 		PYTHONDONTWRITEBYTECODE=1 $(CURDIR)/$(ADAPTERS_VENV)/bin/python -m unittest -v $(ADAPTERS_TESTS)
+# --- cgroup v2 ------------------------------------------------------------------
+# Target: test-v2. The tests that depend on cgroups and on the kernel, as
+# root with NSBOX_MUST_WORK=1, in a guest whose only hierarchy is cgroup
+# v2: Debian's kernel booted by virtme-ng under QEMU (KVM where a probe
+# boot works, else emulation), the host's filesystem shared read-only.
+# Installs QEMU, the kernel and busybox-static with apt-get and virtme-ng
+# into .test-v2/venv; builds the roots here. scripts/test-v2/run.sh has
+# the selection and why; docs/development.md the rest.
+.PHONY: test-v2
+test-v2: deps build datasci
+	ROOTS=$(ROOTS) GO=$(GO) TAGS=$(TAGS) scripts/test-v2/run.sh

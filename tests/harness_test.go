@@ -11,9 +11,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +155,7 @@ func nsbox(t *testing.T, r run) *outcome {
 	if r.binary == "" {
 		r.binary = nsboxBin
 	}
+	r.args = scaleBuiltinPolicy(t, r.args)
 	argv := append(append(append([]string{}, r.via...), r.binary), r.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if r.auditDB == "" {
@@ -228,6 +231,7 @@ func osOnly(t *testing.T, name string) string {
 		t.Fatalf("%s.toml has no [allowlist] before [audit]", name)
 	}
 	s = s[:i] + "\n[allowlist]\nimports = [\"*\"]\ndeny_builtins = []\ndeny_events = []\nstrict_attributes = false\n" + s[j:]
+	s = scalePolicyTimeout(t, name, s)
 	p := filepath.Join(t.TempDir(), name+"-os-only.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -297,9 +301,88 @@ func sandboxProcesses(t *testing.T) []string {
 	return pids
 }
 
+// timeoutScale is NSBOX_TEST_TIMEOUT_SCALE (1 when unset): on a machine
+// that runs everything several times slower (make test-v2's guest under
+// software emulation), the policies' wall clocks and the tests' waits
+// for a sandbox to get ready are multiplied by it. The limits under test
+// (memory, pids, CPU time, explicit --timeout flags) never are.
+var timeoutScale = func() float64 {
+	s := os.Getenv("NSBOX_TEST_TIMEOUT_SCALE")
+	if s == "" {
+		return 1
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 1 || f > 100 {
+		panic("NSBOX_TEST_TIMEOUT_SCALE=" + s + ": want a number from 1 to 100")
+	}
+	return f
+}()
+
+// scaled is d times timeoutScale.
+func scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * timeoutScale)
+}
+
+// policyTimeout matches a policy's wall clock line.
+var policyTimeout = regexp.MustCompile(`(?m)^timeout = "([0-9]+)s"$`)
+
+// scalePolicyTimeout multiplies the wall clock of policy text (from name),
+// if it has one, by timeoutScale.
+func scalePolicyTimeout(t *testing.T, name, s string) string {
+	t.Helper()
+	if timeoutScale == 1 {
+		return s
+	}
+	m := policyTimeout.FindStringSubmatch(s)
+	if m == nil {
+		return s // no wall clock (permissive)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return policyTimeout.ReplaceAllString(s, fmt.Sprintf(`timeout = "%ds"`, int(float64(n)*timeoutScale)))
+}
+
+// scaleBuiltinPolicy gives a run under a built-in policy (by name, or the
+// default when none is named) a copy of it with its wall clock scaled,
+// when NSBOX_TEST_TIMEOUT_SCALE is set and the run has no --timeout of
+// its own. Policy files the tests write (osOnly, writePolicy) are scaled
+// when written.
+func scaleBuiltinPolicy(t *testing.T, args []string) []string {
+	t.Helper()
+	if timeoutScale == 1 || len(args) == 0 || args[0] != "run" || slices.Contains(args, "--timeout") {
+		return args
+	}
+	name, at := "default", -1
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "--policy" || args[i] == "-p" {
+			name, at = args[i+1], i+1
+			break
+		}
+		if args[i] == "-c" || args[i] == "-" {
+			break
+		}
+	}
+	if strings.ContainsAny(name, "/.") {
+		return args
+	}
+	src, err := os.ReadFile(filepath.Join("..", "policies", name+".toml"))
+	if err != nil {
+		t.Fatalf("scale policy %s: %v", name, err)
+	}
+	p := filepath.Join(t.TempDir(), name+"-scaled.toml")
+	if err := os.WriteFile(p, []byte(scalePolicyTimeout(t, name, string(src))), 0o644); err != nil {
+		t.Fatalf("write %s: %v", p, err)
+	}
+	out := slices.Clone(args)
+	if at < 0 {
+		return append([]string{out[0], "--policy", p}, out[1:]...)
+	}
+	out[at] = p
+	return out
+}
+
 // waitFile polls until path exists or the deadline passes.
 func waitFile(path string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(scaled(d))
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(path); err == nil {
 			return true

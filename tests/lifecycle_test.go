@@ -81,7 +81,8 @@ func heartbeatsStopped(t *testing.T, ws string) {
 func TestTimeoutKillsEveryProcess(t *testing.T) {
 	needRoot(t)
 	ws := sandboxWorkspace(t)
-	o := nsbox(t, run{args: []string{"run", "--json", "--timeout", "2s", "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)}})
+	timeout := scaled(2 * time.Second)
+	o := nsbox(t, run{args: []string{"run", "--json", "--timeout", timeout.String(), "--policy", osOnly(t, "default"), "--workspace", ws, "-c", escapeCode(true)}})
 	o.wantStatus(t, result.StatusTimeout)
 	if o.exit != 124 {
 		t.Errorf("exit %d, want 124", o.exit)
@@ -89,8 +90,8 @@ func TestTimeoutKillsEveryProcess(t *testing.T) {
 	if o.res.Signal == nil || *o.res.Signal != int(syscall.SIGKILL) {
 		t.Errorf("signal %v, want SIGKILL", o.res.Signal)
 	}
-	if o.elapsed > 3*time.Second {
-		t.Errorf("nsbox returned after %v, more than the 2s timeout plus one second", o.elapsed)
+	if bound := timeout + scaled(time.Second); o.elapsed > bound {
+		t.Errorf("nsbox returned after %v, more than the %v timeout plus %v", o.elapsed, timeout, bound-timeout)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ready")); err != nil {
 		t.Fatalf("payload did not get going before the timeout: %v", err)

@@ -11,9 +11,14 @@ import (
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// cgroupRoots are the v1 hierarchies a run's cgroup lives in on this kind
-// of host (nsbox/<run id> under each).
-var cgroupRoots = []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/freezer"}
+// cgroupRoots are the hierarchies a run's cgroup lives in (nsbox/<run id>
+// under each): the unified one on a cgroup v2 host, else the v1 ones.
+var cgroupRoots = func() []string {
+	if unifiedCgroup() {
+		return []string{"/sys/fs/cgroup"}
+	}
+	return []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/freezer"}
+}()
 
 // runCgroups lists the run cgroups that exist under the nsbox parent in
 // any hierarchy.
@@ -160,7 +165,7 @@ func TestCPUTimeLimit(t *testing.T) {
 	if o.res.Limit != result.LimitCPUTime || o.exit != result.ExitTimeout {
 		t.Errorf("limit %q exit %d, want %q and %d", o.res.Limit, o.exit, result.LimitCPUTime, result.ExitTimeout)
 	}
-	if o.elapsed > 10*time.Second {
+	if o.elapsed > scaled(10*time.Second) {
 		t.Errorf("run took %v: the wall clock, not RLIMIT_CPU, ended it", o.elapsed)
 	}
 }
@@ -291,6 +296,7 @@ func writePolicy(t *testing.T, builtin string, replace map[string]string) string
 		}
 		s = strings.Replace(s, old, new, 1)
 	}
+	s = scalePolicyTimeout(t, builtin, s)
 	p := filepath.Join(t.TempDir(), builtin+"-test.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -325,7 +331,7 @@ func TestFailClosedWithoutCgroups(t *testing.T) {
 	if e := o.res.Error; e == nil || e.Step != "requirements" || !strings.Contains(e.Message, "cgroups") || !strings.Contains(e.Message, "nsbox doctor") {
 		t.Errorf("error %+v, want step requirements naming cgroups and `nsbox doctor`", e)
 	}
-	if l := o.res.Limits; l == nil || l.TimeoutMS != 10000 || l.MemoryBytes != nil || o.res.Sandbox != nil {
+	if l := o.res.Limits; l == nil || l.TimeoutMS != scaled(10*time.Second).Milliseconds() || l.MemoryBytes != nil || o.res.Sandbox != nil {
 		t.Errorf("refused run: limits %+v sandbox %+v, want the policy's limits without cgroup ones and no sandbox", l, o.res.Sandbox)
 	}
 

@@ -95,6 +95,7 @@ func releaser(t *testing.T, root string) func() {
 func sandboxOf(t *testing.T, nsboxPid int, within time.Duration) int {
 	t.Helper()
 	want := "PPid:\t" + strconv.Itoa(nsboxPid) + "\n"
+	within = scaled(within)
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		dirs, err := os.ReadDir("/proc")
