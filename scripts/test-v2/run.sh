@@ -51,6 +51,9 @@ selection=(
 	'TestTimeoutKillsEveryProcess|TestNormalExitKillsLeftovers|TestStopByHand'
 	# the reaper, PID 1 of the run, which on v2 lives in the run's cgroup.
 	'TestOrphansAreReaped|TestReaperOutOfReach|TestProgramEndsByItsOwnSignal'
+	# a pooled run's early end: the kernel's order of exit (PF_EXITING, the
+	# exit code set before the memory is freed), read in /proc.
+	'TestPooledRunEnds'
 	# host leaks: per-run host uids, per-user counts, the workspace's
 	# memory charged to the run's cgroup, socket memory within the limit.
 	'TestUnprivilegedIdentity|TestProgramUIDFromHost|TestPerUserCountsStayInTheRun|TestConcurrentRunsOwnUIDs'
