@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // The early end of a warm sandbox's run. A run ends when its program
@@ -29,9 +31,11 @@ import (
 //     final: /proc/PID/stat, opened when the runner was ready (so a
 //     reused pid can never be read), shows PF_EXITING and no memory map
 //     (do_exit sets the exit code before it releases the mm), and its
-//     exit_code field is that status. Only a normal exit takes this path;
-//     a death by signal waits for the reaper, as the classification of
-//     a SIGKILL needs the namespace's CPU time.
+//     exit_code field is that status; or, for a program already reaped,
+//     the reaper's message on its exit pipe, which it writes before its
+//     own exit tears the namespaces down. Only a normal exit takes this
+//     path; a death by signal waits for the init, as the classification
+//     of a SIGKILL needs the namespace's CPU time.
 //
 // The teardown then waits for the init (the reaper reports the same
 // status: a difference is reported as the teardown's error, and counted
@@ -111,13 +115,11 @@ func (sb *Sandbox) waitEarly(readers *sync.WaitGroup) (syscall.WaitStatus, bool)
 	case <-outDone:
 	}
 	deadline := time.Now().Add(earlyBound)
+	msg := l.exitMessage()
 	for {
-		ws, ok, gone := exitingStatus(sb.prog)
-		switch {
-		case ok:
+		ws, ok, _ := exitingStatus(sb.prog)
+		if ok {
 			return ws, ws.Exited()
-		case gone:
-			return 0, false // reaped already: the init's exit is near
 		}
 		if time.Now().After(deadline) {
 			return 0, false
@@ -125,6 +127,16 @@ func (sb *Sandbox) waitEarly(readers *sync.WaitGroup) (syscall.WaitStatus, bool)
 		select {
 		case <-l.exited:
 			return 0, false
+		case <-msg:
+			// Reaped already: the reaper's own report, written before
+			// its exit tears the namespaces down. No message (the reaper
+			// was killed: a stop, the OOM killer) or another kind is
+			// told by the init's end, as ever.
+			if l.msgErr != nil || len(l.msg) == 0 || l.msg[0] != spec.Exit[0] {
+				return 0, false
+			}
+			ws, err := l.programExit()
+			return ws, err == nil && ws.Exited()
 		case <-time.After(50 * time.Microsecond):
 		}
 	}

@@ -60,6 +60,11 @@ type launch struct {
 	exitOnce sync.Once // programExit reads the exit pipe once
 	exitWS   syscall.WaitStatus
 	exitErr  error
+
+	msgOnce sync.Once     // exitMessage starts its reader once
+	msgDone chan struct{} // closed once msg and msgErr are set
+	msg     []byte        // the reaper's message; empty if it exited without one
+	msgErr  error
 }
 
 // inherited are the files the init inherits besides stdio and the sync
@@ -408,6 +413,36 @@ func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 	}
 }
 
+// exitMessage reads the reaper's one message on the exit pipe, in the
+// background, once; the channel is closed when l.msg holds it (empty when
+// the reaper exited without one). The reaper writes it as soon as it has
+// reaped the program, before its own exit tears the namespaces down: an
+// Exit message is a single write of a few bytes, atomic on a pipe, so one
+// read has it whole; anything else is read to the end.
+func (l *launch) exitMessage() <-chan struct{} {
+	l.msgOnce.Do(func() {
+		l.msgDone = make(chan struct{})
+		go func() {
+			defer close(l.msgDone)
+			buf := make([]byte, 64)
+			n, err := l.status.Read(buf)
+			l.msg = buf[:n]
+			if n > 0 && l.msg[0] == spec.Exit[0] {
+				return
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				l.msgErr = err
+				return
+			}
+			if n > 0 {
+				rest, err := io.ReadAll(io.LimitReader(l.status, spec.MaxMessage-int64(n)))
+				l.msg, l.msgErr = append(l.msg, rest...), err
+			}
+		}()
+	})
+	return l.msgDone
+}
+
 // programExit returns how the program ended, once the init was reaped:
 // the wait status the reaper wrote on its exit pipe. With no message the
 // reaper was killed before the program ended (a stop, the OOM killer),
@@ -419,7 +454,8 @@ func (l *launch) programExit() (syscall.WaitStatus, error) {
 }
 
 func (l *launch) readProgramExit() (syscall.WaitStatus, error) {
-	b, err := io.ReadAll(io.LimitReader(l.status, spec.MaxMessage))
+	<-l.exitMessage()
+	b, err := l.msg, l.msgErr
 	if err != nil {
 		return 0, fmt.Errorf("read the reaper's exit pipe: %w", err)
 	}
