@@ -53,7 +53,8 @@ def pep440(raw: str) -> str:
     if dirty:
         raw = raw[: -len("-dirty")]
     local = []
-    m = re.fullmatch(r"v?(\d+(?:\.\d+)*)(?:-(\d+)-g([0-9a-f]+))?", raw)
+    # A tag needs its "v": a bare commit can be all digits ("5570961").
+    m = re.fullmatch(r"v(\d+(?:\.\d+)*)(?:-(\d+)-g([0-9a-f]+))?", raw)
     if m:
         version = m.group(1)
         if m.group(2):
