@@ -25,6 +25,10 @@ need_cmd pkg-config pkg-config
 need_file /usr/include/seccomp.h libseccomp-dev
 need_file "/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/libseccomp.a" libseccomp-dev
 
+# A test measures the supervisor's peak memory through GNU time, a small
+# parent (tests/supervisor_memory_test.go).
+need_file /usr/bin/time time
+
 # The rootfs builder installs locked wheels with pip's --python (pip 22.3+),
 # run by python3; Debian's python3-pip is new enough.
 if ! python3 -m pip --version >/dev/null 2>&1; then

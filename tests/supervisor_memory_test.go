@@ -1,50 +1,30 @@
 package tests
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
-// maxrssEnv, set to a file path, makes this test binary a small parent
-// that runs its arguments, writes their ru_maxrss (KiB) to that file and
-// exits as they did (the test binary doubling as a helper, as runc's
-// integration tests use theirs as the init). The supervisor's peak must be
-// measured from a parent that is not itself big: a child's maxrss starts
-// from the high-water mark of the address space it was forked from, and
-// this test process holds every output it read.
-const maxrssEnv = "NSBOX_TEST_MAXRSS_FILE"
-
-func init() {
-	path := os.Getenv(maxrssEnv)
-	if path == "" {
-		return
+// maxrssVia is the parent the supervisor's peak is measured from: GNU
+// time, a small C program, which writes its child's ru_maxrss (KiB) to a
+// file. The parent must be small: a child's maxrss starts from the
+// high-water mark of the address space it was forked from (and exec keeps
+// it), and this test binary, built with -race and linking the service's
+// dependencies, is over 30 MiB itself.
+func maxrssVia(t *testing.T, file string) []string {
+	t.Helper()
+	const time = "/usr/bin/time"
+	if _, err := os.Stat(time); err != nil {
+		mustwork.Skip(t, "GNU time is missing (apt-get install time; make deps installs it): %v", err)
 	}
-	cmd := exec.Command(os.Args[1], os.Args[2:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		fmt.Fprintf(os.Stderr, "maxrss helper: %v\n", err)
-		os.Exit(127)
-	}
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if ru == nil {
-		os.Exit(127)
-	}
-	if err := os.WriteFile(path, []byte(strconv.FormatInt(ru.Maxrss, 10)), 0o600); err != nil {
-		fmt.Fprintf(os.Stderr, "maxrss helper: %v\n", err)
-		os.Exit(127)
-	}
-	os.Exit(cmd.ProcessState.ExitCode())
+	return []string{time, "-f", "%M", "-o", file}
 }
 
 // supervisorSlack is what the supervisor may use beyond the output it
@@ -86,17 +66,19 @@ for _ in range(%d):
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			rssFile := filepath.Join(t.TempDir(), "maxrss")
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
 			args := append(append([]string{"run", "--policy", policy}, tc.args...), "-c", code)
-			o := nsbox(t, run{args: args, via: []string{self}, env: []string{maxrssEnv + "=" + rssFile}})
+			o := nsbox(t, run{args: args, via: maxrssVia(t, rssFile)})
 			b, err := os.ReadFile(rssFile)
 			if err != nil {
-				t.Fatalf("no maxrss from the helper (exit %d): %v\nstderr: %.2000s", o.exit, err, o.stderr)
+				t.Fatalf("no maxrss from time (exit %d): %v\nstderr: %.2000s", o.exit, err, o.stderr)
 			}
-			kib, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			// The last field: time puts "Command exited with non-zero
+			// status N" first when the status is not 0.
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				t.Fatalf("empty maxrss file from time (exit %d)\nstderr: %.2000s", o.exit, o.stderr)
+			}
+			kib, err := strconv.ParseInt(f[len(f)-1], 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
