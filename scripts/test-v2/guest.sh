@@ -32,6 +32,16 @@ say "kernel $(uname -r), $(nproc) CPUs, cgroup v2 only: $(cat /sys/fs/cgroup/cgr
 # It is the guest's only block device (the root is shared over 9p).
 disk=/dev/vda
 [ -b "$disk" ] || fail "no scratch disk at $disk"
+# A repository under /tmp (a CI's clone, say) would be hidden by that
+# mount: it is seen through a bind mount of the shared /tmp instead.
+case $repo/ in
+/tmp/*)
+	mkdir -p /run/nsbox-host-tmp && mount --bind /tmp /run/nsbox-host-tmp ||
+		fail "bind the shared /tmp, where the repository $repo lies, to /run/nsbox-host-tmp"
+	repo=/run/nsbox-host-tmp/${repo#/tmp/}
+	bindir=/run/nsbox-host-tmp/${bindir#/tmp/}
+	;;
+esac
 mount -t ext4 "$disk" /tmp || fail "mount the scratch disk $disk on /tmp"
 chmod 1777 /tmp || fail "chmod /tmp"
 [ -e /mnt/base ] && [ -e /mnt/datasci ] || fail "the roots (base, datasci) are not shared at /mnt"
