@@ -24,6 +24,9 @@ func mcpMain(args []string) int {
 	}
 	// Signals first, before other goroutines start (as for serve).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	// A client that went away must not kill the server by SIGPIPE before
+	// it has closed its sessions: the write fails, and stdin's end follows.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	defer stop()
 	fl, err := parseServeFlags("mcp", args)
 	if err != nil {

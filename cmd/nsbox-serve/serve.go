@@ -81,6 +81,12 @@ func serveMain(args []string) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// A log whose reader went away (the SDK's private service, whose
+	// process was killed, logs to a pipe from it) must not kill the
+	// service mid-drain: without this, Go dies of SIGPIPE on the first
+	// write to stderr, leaving its socket and its sandboxes to the next
+	// start. The write fails instead, and the drain goes on.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	fl, err := parseServeFlags("serve", args)
 	if err != nil {
 		return fail("%v", err)
