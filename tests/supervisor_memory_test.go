@@ -17,7 +17,7 @@ import (
 // file. The parent must be small: a child's maxrss starts from the
 // high-water mark of the address space it was forked from (and exec keeps
 // it), and this test binary, built with -race and linking the service's
-// dependencies, is over 30 MiB itself.
+// dependencies, is large enough itself to hide the supervisor's peak.
 func maxrssVia(t *testing.T, file string) []string {
 	t.Helper()
 	const time = "/usr/bin/time"
