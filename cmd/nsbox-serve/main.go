@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -34,8 +35,18 @@ var version = "dev"
 func init() { job.Version = version }
 
 func main() {
+	userns.Continue() // a rootless re-execution waiting for its id maps
 	if inv, ok := initproc.Args(os.Args); ok {
 		initproc.Main(inv) // returns only via os.Exit
+	}
+	// Started by another user than root, the service and the MCP server
+	// run in nsbox's own user namespace (internal/userns), as nsbox run
+	// does; nsbox checked this binary on the host before executing it.
+	if len(os.Args) >= 2 && (os.Args[1] == "serve" || os.Args[1] == "mcp") {
+		if err := userns.Enter(); err != nil {
+			fmt.Fprintf(os.Stderr, "nsbox %s: rootless mode: %v\n", os.Args[1], err)
+			os.Exit(result.ExitSandboxError)
+		}
 	}
 	if len(os.Args) >= 2 {
 		switch os.Args[1] {

@@ -11,11 +11,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,10 +29,20 @@ var version = "dev"
 func init() { job.Version = version }
 
 func main() {
+	userns.Continue() // a rootless re-execution waiting for its id maps
 	// The init's exact command line skips the cli App: it need not build
 	// every command and flag to parse one.
 	if inv, ok := initproc.Args(os.Args); ok {
 		initproc.Main(inv) // returns only via os.Exit
+	}
+	// Started by another user than root, the commands that build
+	// sandboxes or roots continue in nsbox's own user namespace
+	// (internal/userns); the others need nothing of it.
+	if needsUserns(os.Args) {
+		if err := userns.Enter(); err != nil {
+			fmt.Fprintf(os.Stderr, "nsbox: rootless mode: %v\n", err)
+			os.Exit(result.ExitSandboxError)
+		}
 	}
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "nsbox: %v\n", err)
@@ -71,4 +84,30 @@ func exitCode(err error) int {
 		return ec.ExitCode()
 	}
 	return 125
+}
+
+// needsUserns reports whether the command line's command runs in nsbox's
+// user namespace when started without root: run (not --server, which
+// only talks to a service), doctor (so that it probes what a run would
+// get) and rootfs. serve and mcp enter it in nsbox-serve, after nsbox has
+// checked that binary on the host.
+func needsUserns(args []string) bool {
+	if len(args) < 2 {
+		return false
+	}
+	switch args[1] {
+	case "run":
+		for _, a := range args[2:] {
+			if a == "--" {
+				break
+			}
+			if a == "--server" || strings.HasPrefix(a, "--server=") {
+				return false
+			}
+		}
+		return true
+	case "doctor", "rootfs":
+		return true
+	}
+	return false
 }

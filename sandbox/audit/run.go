@@ -3,10 +3,12 @@ package audit
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
@@ -46,6 +48,9 @@ func Path(flag string) string {
 	}
 	if env := os.Getenv(EnvPath); env != "" {
 		return env
+	}
+	if os.Geteuid() != 0 {
+		return filepath.Join(userns.StateHome(), "audit.db")
 	}
 	return DefaultPath
 }

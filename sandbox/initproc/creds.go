@@ -56,9 +56,18 @@ func lastCap() (int, error) {
 // runtime's start (docs/benchmarks.md). The other threads only
 // ever run the Go runtime and end at execve, which keeps this thread's
 // credentials.
+//
+// In rootless mode with the caller's uid mapped alone, the user namespace
+// denies setgroups (an unprivileged gid map requires it): the caller's
+// supplementary groups stay, and checkIDs accepts them only as the
+// overflow gid (unmapped: no group inside) or the program's own gid.
 func dropIDs(uid, gid int) error {
+	denied := false
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-		return fmt.Errorf("setgroups([]): %w", e)
+		if e != unix.EPERM || !setgroupsDenied() {
+			return fmt.Errorf("setgroups([]): %w", e)
+		}
+		denied = true
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
 		return fmt.Errorf("setresgid(%d): %w", gid, e)
@@ -66,13 +75,19 @@ func dropIDs(uid, gid int) error {
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
 		return fmt.Errorf("setresuid(%d): %w", uid, e)
 	}
-	return checkIDs(uid, gid)
+	return checkIDs(uid, gid, denied)
+}
+
+// setgroupsDenied reports whether this user namespace denies setgroups.
+func setgroupsDenied() bool {
+	b, err := os.ReadFile("/proc/self/setgroups")
+	return err == nil && strings.TrimSpace(string(b)) == "deny"
 }
 
 // checkIDs fails unless this thread's real, effective and saved ids are
 // uid and gid and it has no supplementary group: an id left behind is an
 // error, not a warning.
-func checkIDs(uid, gid int) error {
+func checkIDs(uid, gid int, groupsDenied bool) error {
 	r, e, s := unix.Getresuid()
 	if r != uid || e != uid || s != uid {
 		return fmt.Errorf("uids %d/%d/%d after setresuid(%d)", r, e, s, uid)
@@ -84,6 +99,18 @@ func checkIDs(uid, gid int) error {
 	groups, err := unix.Getgroups()
 	if err != nil {
 		return fmt.Errorf("getgroups: %w", err)
+	}
+	if groupsDenied {
+		over, err := overflowGID()
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			if g != over && g != gid {
+				return fmt.Errorf("supplementary group %d is mapped, and setgroups is denied", g)
+			}
+		}
+		return nil
 	}
 	if len(groups) != 0 {
 		return fmt.Errorf("supplementary groups %v after setgroups([])", groups)
@@ -181,4 +208,18 @@ func verifyCwd(dir string) error {
 		return fmt.Errorf("cwd inode differs from %s", dir)
 	}
 	return nil
+}
+
+// overflowGID is the gid an unmapped group shows as.
+func overflowGID() (int, error) {
+	const p = "/proc/sys/kernel/overflowgid"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: unexpected value %q", p, b)
+	}
+	return n, nil
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 )
@@ -28,10 +29,14 @@ import (
 // directories (tests, several users of one host) share one base root.
 const DefaultDir = "/var/lib/nsbox/roots"
 
-// Dir returns the roots directory.
+// Dir returns the roots directory: NSBOX_ROOTS_DIR, else DefaultDir for
+// root and userns.DataHome's "roots" for any other user.
 func Dir() string {
 	if d := os.Getenv("NSBOX_ROOTS_DIR"); d != "" {
 		return d
+	}
+	if os.Geteuid() != 0 {
+		return filepath.Join(userns.DataHome(), "roots")
 	}
 	return DefaultDir
 }
@@ -60,11 +65,19 @@ func IsBuiltin(name string) bool { return slices.Contains(Names, name) }
 
 // Path returns where the root nameOrPath lives: in Dir for a built-in
 // name, else the path itself.
+//
+// Without host root, a built-in root the user has not built is taken
+// from DefaultDir when root built it there: shared, and read-only to
+// the user (it is only read and held).
 func Path(nameOrPath string) string {
-	if IsBuiltin(nameOrPath) {
-		return filepath.Join(Dir(), nameOrPath)
+	if !IsBuiltin(nameOrPath) {
+		return nameOrPath
 	}
-	return nameOrPath
+	own := filepath.Join(Dir(), nameOrPath)
+	if shared := filepath.Join(DefaultDir, nameOrPath); userns.Rootless() && !exists(own) && exists(shared) {
+		return shared
+	}
+	return own
 }
 
 // Open holds the current generation of the root nameOrPath for a run

@@ -115,12 +115,19 @@ type runIDs struct {
 	Root    uint32 // the init: inside RootID, the user namespace's owner
 	Sandbox uint32 // the program: inside SandboxID
 	lock    *os.File
+	// shared: nsbox's outer namespace maps the caller alone, and the run
+	// has no ids of its own (ids_rootless.go); Root and Sandbox are then
+	// both the caller, 0 there.
+	shared bool
 }
 
 // idMap maps the init (inside RootID) and the program (inside SandboxID)
 // to the run's host ids; host root is never mapped, so host files owned
 // by root appear as nobody and cannot be written even by the init.
 func (ids *runIDs) idMap() []idMapEntry {
+	if ids.shared {
+		return ids.idMapShared()
+	}
 	return []idMapEntry{
 		{Inside: spec.RootID, Host: ids.Root},
 		{Inside: spec.SandboxID, Host: ids.Sandbox},
@@ -137,6 +144,11 @@ func allocIDs(r IDRange, dir, id string) (*runIDs, error) {
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
+	return allocSlot(r, dir, id)
+}
+
+// allocSlot is allocIDs over a range already checked.
+func allocSlot(r IDRange, dir, id string) (*runIDs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create id lock dir %s: %w", dir, err)
 	}
@@ -212,6 +224,9 @@ func tryIDSlot(dir string, root uint32, id string) (ids *runIDs, stale bool, err
 // process in it, died before the wait returned) and the cgroup is gone:
 // no process of the ids is left.
 func (ids *runIDs) release() error {
+	if ids.lock == nil {
+		return nil
+	}
 	err := ids.lock.Truncate(0)
 	ids.lock.Close()
 	if err != nil {

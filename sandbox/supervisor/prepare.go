@@ -28,10 +28,11 @@ func (sb *Sandbox) Prepare() error {
 	sb.state = prepared
 	pl, tr := sb.o.Plan, sb.o.Trace
 
-	// Host root makes the namespaces, the cgroup and the uid maps;
-	// without it the run would fail half-way.
+	// Host root, or root of nsbox's own user namespace (rootless mode,
+	// which the nsbox command enters), makes the namespaces, the cgroup
+	// and the uid maps; without it the run would fail half-way.
 	if !isRoot() {
-		return sb.fail("privileges", errors.New("nsbox run needs root (rootless mode is not implemented yet)"))
+		return sb.fail("privileges", errors.New("the supervisor needs root: host root, or root of nsbox's user namespace, which the nsbox commands enter when started by another user"))
 	}
 	// The root filesystem, checked against its manifest before anything
 	// is created: a tampered or half-built root never runs. Building it
@@ -56,13 +57,7 @@ func (sb *Sandbox) Prepare() error {
 	// The run's own host uids and gids, unshared with any other run, so
 	// that what the kernel counts per user is the run's alone (ids.go).
 	// Released last, once no process of the run is left.
-	idRange := sb.o.IDRange
-	if idRange == (IDRange{}) {
-		if idRange, err = IDRangeFromEnv(); err != nil {
-			return sb.fail("ids", err)
-		}
-	}
-	ids, err := allocIDs(idRange, IDLockDir, sb.o.ID)
+	ids, err := runIDsFor(sb.o.IDRange, sb.o.ID)
 	if err != nil {
 		return sb.fail("ids", err)
 	}

@@ -9,16 +9,22 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/internal/userns"
 )
 
 // DefaultStateDir holds per-run directories (runs/ID) while runs are live.
-// NSBOX_STATE_DIR overrides it.
+// NSBOX_STATE_DIR overrides it; another user than root has its own
+// (userns.StateHome).
 const DefaultStateDir = "/var/lib/nsbox"
 
 // StateDir returns the state directory from the environment or the default.
 func StateDir() string {
 	if d := os.Getenv("NSBOX_STATE_DIR"); d != "" {
 		return d
+	}
+	if os.Geteuid() != 0 {
+		return userns.StateHome()
 	}
 	return DefaultStateDir
 }

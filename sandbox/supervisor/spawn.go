@@ -221,6 +221,21 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	if ids.shared {
+		// One id to map: the caller, as the program's uid. The init
+		// starts as that uid, so it keeps the capabilities it needs
+		// over its own namespaces as ambient ones (an execve as a
+		// non-zero uid would drop them); it clears them all before the
+		// program's execve, as always. Its groups cannot be changed:
+		// the outer namespace denies setgroups (an unprivileged gid map
+		// requires it).
+		attr := l.cmd.SysProcAttr
+		attr.Credential, attr.GidMappingsEnableSetgroups = nil, false
+		if attr.AmbientCaps, err = allCaps(); err != nil {
+			l.closeHostEnds()
+			return nil, err
+		}
+	}
 	if cg != nil {
 		if fd, ok := cg.FD(); ok {
 			l.cmd.SysProcAttr.UseCgroupFD, l.cmd.SysProcAttr.CgroupFD = true, fd
@@ -228,7 +243,10 @@ func start(exe string, in inherited, fds spec.FDs, cg *cgroup.Cgroup, ids *runID
 	}
 	started := make(chan error, 1)
 	go offMainThread(func() {
-		if err := becomeOwner(ids.Root); err != nil {
+		if ids.shared {
+			// The caller owns the run's namespace: it has no id of
+			// its own to charge (SECURITY.md, rootless mode).
+		} else if err := becomeOwner(ids.Root); err != nil {
 			started <- err
 			return
 		}

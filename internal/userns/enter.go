@@ -1,0 +1,262 @@
+package userns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment of the outer namespace's process.
+const (
+	// EnvOuter is set to "1" in nsbox's outer namespace, by Enter.
+	EnvOuter = "NSBOX_USERNS"
+	// EnvIDs chooses how many ids the outer namespace maps: "single"
+	// maps the caller's alone even when subordinate ids are granted;
+	// unset or "auto" maps a subordinate range when there is one.
+	EnvIDs = "NSBOX_USERNS_IDS"
+	// envWait names the descriptor a child reads once newuidmap and
+	// newgidmap have written its maps.
+	envWait = "NSBOX_USERNS_WAIT"
+)
+
+// Outer reports whether this process runs in the outer namespace Enter
+// made.
+func Outer() bool { return os.Getenv(EnvOuter) == "1" && Rootless() }
+
+// Mode is how the outer namespace maps ids.
+type Mode struct {
+	// Sub is the caller's subordinate uid and gid ranges, mapped from 1
+	// on; zero when the caller's own ids are mapped alone.
+	SubUID, SubGID idRange
+	// Why says why no subordinate range is mapped ("" when one is).
+	Why string
+}
+
+// Subordinate reports whether the namespace maps a subordinate range.
+func (m Mode) Subordinate() bool { return m.SubUID.Count > 0 }
+
+// ChooseMode finds how the caller's outer namespace can map ids: a
+// subordinate range of /etc/subuid and /etc/subgid through the setuid
+// helpers newuidmap and newgidmap (package uidmap), when both exist and
+// the files grant the caller at least three ids each; else the caller's
+// own uid and gid alone.
+func ChooseMode() (Mode, error) {
+	if v := os.Getenv(EnvIDs); v == "single" {
+		return Mode{Why: EnvIDs + "=single"}, nil
+	} else if v != "" && v != "auto" {
+		return Mode{}, fmt.Errorf("%s=%q: want single or auto", EnvIDs, v)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	name := strconv.Itoa(uid)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	su, okU, err := subordinate("/etc/subuid", name, uid, 3)
+	if err != nil {
+		return Mode{}, err
+	}
+	sg, okG, err := subordinate("/etc/subgid", name, gid, 3)
+	if err != nil {
+		return Mode{}, err
+	}
+	if !okU || !okG {
+		return Mode{Why: fmt.Sprintf("/etc/subuid and /etc/subgid grant %s no range of 3 or more ids", name)}, nil
+	}
+	for _, tool := range []string{"newuidmap", "newgidmap"} {
+		if _, err := lookTool(tool); err != nil {
+			return Mode{Why: tool + " is not installed (Debian and Ubuntu: package uidmap)"}, nil
+		}
+	}
+	return Mode{SubUID: su, SubGID: sg}, nil
+}
+
+// lookTool finds a setuid id-map helper in PATH or /usr/bin.
+func lookTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	p := filepath.Join("/usr/bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// Enter runs the rest of the command in nsbox's outer namespace when the
+// caller is not root: it re-executes this binary (/proc/self/exe, same
+// arguments) in a new user and mount namespace, waits for it, and exits
+// with its status; it returns only with an error. As root, and inside the
+// outer namespace, it returns nil at once.
+//
+// The directories nsbox would use are fixed here, in the caller's
+// environment, and exported (NSBOX_STATE_DIR, NSBOX_ROOTS_DIR,
+// NSBOX_AUDIT_DB): inside, the effective uid is 0.
+func Enter() error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	if os.Getenv(EnvOuter) != "" {
+		return fmt.Errorf("%s is set but the effective uid is %d: not in nsbox's user namespace", EnvOuter, os.Geteuid())
+	}
+	mode, err := ChooseMode()
+	if err != nil {
+		return err
+	}
+	env, err := outerEnv()
+	if err != nil {
+		return err
+	}
+	cmd := &exec.Cmd{
+		Path:   "/proc/self/exe",
+		Args:   os.Args,
+		Env:    env,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			// The namespace dies with the command: a killed nsbox leaves
+			// no sandbox running.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	var mapped *os.File
+	if mode.Subordinate() {
+		// The child execs before its maps exist (newuidmap needs its
+		// pid), so it holds no capabilities yet: it waits on this pipe,
+		// then execs itself again as root of the namespace.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("pipe: %w", err)
+		}
+		defer r.Close()
+		mapped = w
+		defer w.Close()
+		cmd.ExtraFiles = []*os.File{r}
+		cmd.Env = append(cmd.Env, envWait+"=3")
+	} else {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	}
+	// Signals for nsbox go to the namespace's nsbox, which handles them.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	signal.Ignore(unix.SIGPIPE)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("create nsbox's user namespace (clone CLONE_NEWUSER as uid %d): %w; %s", os.Getuid(), err, Hint)
+	}
+	if mapped != nil {
+		if err := writeMaps(cmd.Process.Pid, mode); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return err
+		}
+		if _, err := mapped.Write([]byte{1}); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fmt.Errorf("release nsbox's user namespace: %w", err)
+		}
+		mapped.Close()
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		os.Exit(0)
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			os.Exit(128 + int(ws.Signal()))
+		}
+		os.Exit(ee.ExitCode())
+	}
+	return fmt.Errorf("wait for nsbox in its user namespace: %w", err)
+}
+
+// Hint is the fix for a user namespace the host refuses to an ordinary
+// user.
+const Hint = "rootless nsbox needs unprivileged user namespaces: see `nsbox doctor` " +
+	"(Ubuntu 24.04: install deploy/apparmor/nsbox; Debian before 11: sysctl kernel.unprivileged_userns_clone=1; " +
+	"everywhere: user.max_user_namespaces above 0)"
+
+// writeMaps maps the caller as 0 and its subordinate range from 1 in the
+// child pid's namespace, with the setuid helpers.
+func writeMaps(pid int, m Mode) error {
+	for _, t := range []struct {
+		tool string
+		own  int
+		sub  idRange
+	}{{"newuidmap", os.Getuid(), m.SubUID}, {"newgidmap", os.Getgid(), m.SubGID}} {
+		path, err := lookTool(t.tool)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.tool, err)
+		}
+		args := []string{strconv.Itoa(pid), "0", strconv.Itoa(t.own), "1",
+			"1", strconv.FormatUint(uint64(t.sub.Start), 10), strconv.FormatUint(uint64(t.sub.Count), 10)}
+		out, err := exec.Command(path, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w: %s (set %s=single to map your own ids alone)",
+				path, strings.Join(args, " "), err, strings.TrimSpace(string(out)), EnvIDs)
+		}
+	}
+	return nil
+}
+
+// outerEnv is the caller's environment with nsbox's directories fixed
+// and the outer namespace marked.
+func outerEnv() ([]string, error) {
+	env := os.Environ()
+	set := func(k, v string) {
+		if os.Getenv(k) == "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	set("NSBOX_STATE_DIR", StateHome())
+	set("NSBOX_ROOTS_DIR", filepath.Join(DataHome(), "roots"))
+	set("NSBOX_AUDIT_DB", filepath.Join(StateHome(), "audit.db"))
+	env = append(env, EnvOuter+"=1")
+	if d := os.Getenv("NSBOX_STATE_DIR"); d == "" {
+		if err := os.MkdirAll(StateHome(), 0o700); err != nil {
+			return nil, fmt.Errorf("create state directory: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// Continue is the first thing a command does: in a child Enter started
+// before its id maps existed, it waits for them, then executes this
+// binary again, now root of the namespace with its capabilities. It
+// returns at once everywhere else.
+func Continue() {
+	fd := os.Getenv(envWait)
+	if fd == "" {
+		return
+	}
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 3 {
+		fmt.Fprintf(os.Stderr, "nsbox: %s=%q: not a descriptor\n", envWait, fd)
+		os.Exit(125)
+	}
+	var b [1]byte
+	if k, _ := unix.Read(n, b[:]); k != 1 {
+		os.Exit(125) // the outer nsbox gave up, and said why
+	}
+	unix.Close(n)
+	os.Unsetenv(envWait)
+	err = unix.Exec("/proc/self/exe", os.Args, os.Environ())
+	fmt.Fprintf(os.Stderr, "nsbox: re-execute in nsbox's user namespace: %v\n", err)
+	os.Exit(125)
+}
