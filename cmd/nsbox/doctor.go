@@ -99,7 +99,7 @@ func doctor(c *cli.Context) error {
 		return fmt.Errorf("find the nsbox binary to re-execute for the probes: %w", err)
 	}
 	d := diagnose(probeHost(exe), pol.Name, reqs)
-	d.Checks = append(d.Checks, initCheck(), idRangeCheck(), idmapCheck(c.String("workspace")))
+	d.Checks = append(append(d.Checks, initCheck()), modeChecks(c.String("workspace"))...)
 	if c.Bool("json") {
 		err = d.writeJSON(c.App.Writer)
 	} else {

@@ -40,8 +40,11 @@ func main() {
 	// (internal/userns); the others need nothing of it.
 	if needsUserns(os.Args) {
 		if err := userns.Enter(); err != nil {
-			fmt.Fprintf(os.Stderr, "nsbox: rootless mode: %v\n", err)
-			os.Exit(result.ExitSandboxError)
+			if os.Args[1] != "doctor" {
+				fmt.Fprintf(os.Stderr, "nsbox: rootless mode: %v\n", err)
+				os.Exit(result.ExitSandboxError)
+			}
+			os.Setenv(envUsernsError, err.Error()) // doctor reports it
 		}
 	}
 	if err := newApp().Run(os.Args); err != nil {

@@ -42,7 +42,7 @@ func runIDsFor(r IDRange, runID string) (*runIDs, error) {
 		}
 	}
 	if r == (IDRange{}) {
-		r = evenRange(first, count)
+		r = EvenRange(first, count)
 	}
 	if err := r.checkMapped(first, count); err != nil {
 		return nil, err
@@ -58,9 +58,10 @@ func sharedIDs() *runIDs {
 	return &runIDs{Root: 0, Sandbox: 0, shared: true}
 }
 
-// evenRange is the largest range inside [first, first+count) that starts
-// and ends on a slot boundary.
-func evenRange(first, count uint32) IDRange {
+// EvenRange is the largest range inside [first, first+count) that starts
+// and ends on a slot boundary: in nsbox's user namespace, the ids runs
+// take their pairs from.
+func EvenRange(first, count uint32) IDRange {
 	base := first + first%IDsPerRun
 	n := count - (base - first)
 	return IDRange{Base: base, Count: n - n%IDsPerRun}
