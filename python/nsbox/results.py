@@ -124,6 +124,8 @@ class SandboxInfo:
     seccomp: str
     landlock_abi: int
     memfd_noexec: str
+    rootless: bool = False
+    host_ids: str = "own"
 
 
 @dataclass(frozen=True)

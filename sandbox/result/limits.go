@@ -110,6 +110,16 @@ const (
 // documentation order.
 func MemfdNoexecNames() []string { return []string{MemfdNoexecSeccomp, MemfdNoexecNone} }
 
+// The values of Sandbox.HostIDs: whose host uid the program ran as.
+const (
+	HostIDsOwn    = "own"    // the run's own: a pair of ids no other run or user has (root mode, or rootless with subordinate ids)
+	HostIDsShared = "shared" // the caller's: rootless with the caller's uid mapped alone
+)
+
+// HostIDsNames returns every value Sandbox.HostIDs can take, in
+// documentation order.
+func HostIDsNames() []string { return []string{HostIDsOwn, HostIDsShared} }
+
 // Sandbox says which protections were active in a run.
 type Sandbox struct {
 	Namespaces  []string `json:"namespaces"`   // namespaces the run was in, in NamespaceNames order; written as [] when nil
@@ -117,6 +127,8 @@ type Sandbox struct {
 	Seccomp     string   `json:"seccomp"`      // profile name ("strict", "default"), the profile's path, or SeccompNone
 	LandlockABI int      `json:"landlock_abi"` // Landlock ABI version enforced; 0 when not active
 	MemfdNoexec string   `json:"memfd_noexec"` // MemfdNoexecSeccomp or MemfdNoexecNone
+	Rootless    bool     `json:"rootless"`     // nsbox ran without host root, in its own user namespace
+	HostIDs     string   `json:"host_ids"`     // HostIDsOwn or HostIDsShared
 }
 
 // Int64 returns a pointer to v, for the optional fields of Result and Limits.

@@ -199,6 +199,9 @@ func TestSchemaMatchesStruct(t *testing.T) {
 	if got := sb.Properties["memfd_noexec"].Enum; !slices.Equal(got, MemfdNoexecNames()) {
 		t.Errorf("schema sandbox.memfd_noexec enum %v, MemfdNoexecNames() %v", got, MemfdNoexecNames())
 	}
+	if got := sb.Properties["host_ids"].Enum; !slices.Equal(got, HostIDsNames()) {
+		t.Errorf("schema sandbox.host_ids enum %v, HostIDsNames() %v", got, HostIDsNames())
+	}
 	if items := s.Properties["limits_reached"].Items; items == nil || !slices.Equal(items.Enum, ReachedNames()) {
 		t.Errorf("schema limits_reached items %+v, want enum ReachedNames() %v", items, ReachedNames())
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/seccomp"
@@ -36,6 +37,11 @@ func (sb *Sandbox) active() *result.Sandbox {
 		Seccomp:     "none",
 		LandlockABI: sb.o.Plan.LandlockABI,
 		MemfdNoexec: result.MemfdNoexecNone,
+		Rootless:    userns.Outer(),
+		HostIDs:     result.HostIDsOwn,
+	}
+	if sb.ids != nil && sb.ids.shared {
+		s.HostIDs = result.HostIDsShared
 	}
 	if sb.o.Plan.MemfdNoexec != "" {
 		s.MemfdNoexec = sb.o.Plan.MemfdNoexec
