@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nsbox/nsbox/internal/userns"
+	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/hostcheck"
 	"github.com/nsbox/nsbox/sandbox/roots"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
@@ -77,8 +78,8 @@ func runIDsCheck() hostcheck.Check {
 // stateCheck says where a user's runs, audit log and roots live.
 func stateCheck() hostcheck.Check {
 	return hostcheck.Check{Name: "state", OK: true, MinKernel: "-",
-		Detail: fmt.Sprintf("runs %s, audit log %s, roots %s (built-in roots root built in %s are used read-only)",
-			supervisor.StateDir(), os.Getenv("NSBOX_AUDIT_DB"), roots.Dir(), roots.DefaultDir)}
+		Detail: fmt.Sprintf("runs %s, audit log %s, roots %s (without NSBOX_ROOTS_DIR, built-in roots that root built in %s are used read-only)",
+			supervisor.StateDir(), audit.Path(""), roots.Dir(), roots.DefaultDir)}
 }
 
 // appArmorCheck reports Ubuntu's switch that confines unprivileged user

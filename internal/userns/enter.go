@@ -97,9 +97,8 @@ func lookTool(name string) (string, error) {
 // with its status; it returns only with an error. As root, and inside the
 // outer namespace, it returns nil at once.
 //
-// The directories nsbox would use are fixed here, in the caller's
-// environment, and exported (NSBOX_STATE_DIR, NSBOX_ROOTS_DIR,
-// NSBOX_AUDIT_DB): inside, the effective uid is 0.
+// Inside, the effective uid is 0: code that picks the user's directories
+// asks NotRoot, which knows the namespace from its mark.
 func Enter() error {
 	if os.Geteuid() == 0 {
 		return nil
@@ -215,19 +214,10 @@ func writeMaps(pid int, m Mode) error {
 	return nil
 }
 
-// outerEnv is the caller's environment with nsbox's directories fixed
-// and the outer namespace marked.
+// outerEnv is the caller's environment with the outer namespace marked
+// (and the state directory made, private to the user).
 func outerEnv() ([]string, error) {
-	env := os.Environ()
-	set := func(k, v string) {
-		if os.Getenv(k) == "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	set("NSBOX_STATE_DIR", StateHome())
-	set("NSBOX_ROOTS_DIR", filepath.Join(DataHome(), "roots"))
-	set("NSBOX_AUDIT_DB", filepath.Join(StateHome(), "audit.db"))
-	env = append(env, EnvOuter+"=1")
+	env := append(os.Environ(), EnvOuter+"=1")
 	if d := os.Getenv("NSBOX_STATE_DIR"); d == "" {
 		if err := os.MkdirAll(StateHome(), 0o700); err != nil {
 			return nil, fmt.Errorf("create state directory: %w", err)

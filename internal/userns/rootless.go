@@ -25,6 +25,11 @@ func Rootless() bool {
 	return !isInitialMap(string(b))
 }
 
+// NotRoot reports whether nsbox acts for another user than root: started
+// by one, or in the outer namespace Enter made for one. Such a user's
+// files live in its own XDG directories (StateHome, DataHome).
+func NotRoot() bool { return os.Geteuid() != 0 || Outer() }
+
 // isInitialMap reports whether uid_map content is the initial namespace's
 // identity map.
 func isInitialMap(s string) bool {

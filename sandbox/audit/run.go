@@ -49,7 +49,7 @@ func Path(flag string) string {
 	if env := os.Getenv(EnvPath); env != "" {
 		return env
 	}
-	if os.Geteuid() != 0 {
+	if userns.NotRoot() {
 		return filepath.Join(userns.StateHome(), "audit.db")
 	}
 	return DefaultPath

@@ -35,7 +35,7 @@ func Dir() string {
 	if d := os.Getenv("NSBOX_ROOTS_DIR"); d != "" {
 		return d
 	}
-	if os.Geteuid() != 0 {
+	if userns.NotRoot() {
 		return filepath.Join(userns.DataHome(), "roots")
 	}
 	return DefaultDir
@@ -66,15 +66,16 @@ func IsBuiltin(name string) bool { return slices.Contains(Names, name) }
 // Path returns where the root nameOrPath lives: in Dir for a built-in
 // name, else the path itself.
 //
-// Without host root, a built-in root the user has not built is taken
-// from DefaultDir when root built it there: shared, and read-only to
-// the user (it is only read and held).
+// For another user than root, without NSBOX_ROOTS_DIR, a built-in root
+// the user has not built is taken from DefaultDir when root built it
+// there: shared, and read-only to the user (it is only read and held).
 func Path(nameOrPath string) string {
 	if !IsBuiltin(nameOrPath) {
 		return nameOrPath
 	}
 	own := filepath.Join(Dir(), nameOrPath)
-	if shared := filepath.Join(DefaultDir, nameOrPath); userns.Rootless() && !exists(own) && exists(shared) {
+	shared := filepath.Join(DefaultDir, nameOrPath)
+	if os.Getenv("NSBOX_ROOTS_DIR") == "" && userns.NotRoot() && !exists(own) && exists(shared) {
 		return shared
 	}
 	return own

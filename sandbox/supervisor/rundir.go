@@ -23,7 +23,7 @@ func StateDir() string {
 	if d := os.Getenv("NSBOX_STATE_DIR"); d != "" {
 		return d
 	}
-	if os.Geteuid() != 0 {
+	if userns.NotRoot() {
 		return userns.StateHome()
 	}
 	return DefaultStateDir
