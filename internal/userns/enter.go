@@ -26,6 +26,9 @@ const (
 	// envWait names the descriptor a child reads once newuidmap and
 	// newgidmap have written its maps.
 	envWait = "NSBOX_USERNS_WAIT"
+	// envParent is the pid of the nsbox that made the namespace, for
+	// its child to re-arm its parent-death signal against (Continue).
+	envParent = "NSBOX_USERNS_PARENT"
 )
 
 // Outer reports whether this process runs in the outer namespace Enter
@@ -217,7 +220,7 @@ func writeMaps(pid int, m Mode) error {
 // outerEnv is the caller's environment with the outer namespace marked
 // (and the state directory made, private to the user).
 func outerEnv() ([]string, error) {
-	env := append(os.Environ(), EnvOuter+"=1")
+	env := append(os.Environ(), EnvOuter+"=1", envParent+"="+strconv.Itoa(os.Getpid()))
 	if d := os.Getenv("NSBOX_STATE_DIR"); d == "" {
 		if err := os.MkdirAll(StateHome(), 0o700); err != nil {
 			return nil, fmt.Errorf("create state directory: %w", err)
@@ -226,13 +229,18 @@ func outerEnv() ([]string, error) {
 	return env, nil
 }
 
-// Continue is the first thing a command does: in a child Enter started
+// Continue is the first thing a command does. In a child Enter started
 // before its id maps existed, it waits for them, then executes this
-// binary again, now root of the namespace with its capabilities. It
-// returns at once everywhere else.
+// binary again, now root of the namespace with its capabilities. In the
+// child that then runs the command, it re-arms the parent-death signal:
+// the kernel clears it at an execve that gains capabilities, which
+// becoming root of the namespace is, and without it a killed nsbox would
+// leave its namespace's nsbox, and the sandbox, running. It returns at
+// once everywhere else.
 func Continue() {
 	fd := os.Getenv(envWait)
 	if fd == "" {
+		rearmParentDeath()
 		return
 	}
 	n, err := strconv.Atoi(fd)
@@ -249,4 +257,22 @@ func Continue() {
 	err = unix.Exec("/proc/self/exe", os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "nsbox: re-execute in nsbox's user namespace: %v\n", err)
 	os.Exit(125)
+}
+
+// rearmParentDeath sets SIGKILL as the parent-death signal of the child
+// Enter started, then checks that its parent is still the nsbox that
+// started it: if that one died first, the signal will never come.
+func rearmParentDeath() {
+	want := os.Getenv(envParent)
+	if want == "" {
+		return
+	}
+	os.Unsetenv(envParent) // this process's alone, not its children's
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox: set the parent-death signal in nsbox's user namespace: %v\n", err)
+		os.Exit(125)
+	}
+	if strconv.Itoa(os.Getppid()) != want {
+		os.Exit(125) // the nsbox the user started is gone
+	}
 }
