@@ -395,3 +395,47 @@ func TestRootlessKilledSupervisor(t *testing.T) {
 		t.Errorf("exit %d after SIGKILL, want -1 (killed)", o.exit)
 	}
 }
+
+// TestRootlessServe: the service runs as the user too (nsbox serve
+// checks nsbox-serve on the host, which enters nsbox's namespace), with a
+// warm pool, and `nsbox run --server` as the user gets the same result
+// schema from it.
+func TestRootlessServe(t *testing.T) {
+	u := newRootlessUser(t)
+	sock := filepath.Join(u.home, "serve.sock")
+	serve := exec.Command(nsboxBin, "serve", "--listen", "unix:"+sock, "--policies", "permissive", "--pool", "1")
+	serve.Env = []string{"HOME=" + u.home, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	if d := os.Getenv("NSBOX_ROOTS_DIR"); d != "" {
+		serve.Env = append(serve.Env, "NSBOX_ROOTS_DIR="+d)
+	}
+	serve.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	var log bytes.Buffer
+	serve.Stdout, serve.Stderr = &log, &log
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			serve.Process.Kill()
+			serve.Wait()
+		}
+	}()
+	if !waitFile(sock, scaled(20*time.Second)) {
+		t.Fatalf("the service made no socket: %s", log.String())
+	}
+	o := u.run(t, rootlessRun{args: []string{"run", "--server", "unix:" + sock, "--json", "--policy", "permissive", "-c", "import os; print(os.getuid())"}})
+	o.wantStatus(t, result.StatusOK)
+	if o.res.Stdout != "1000\n" || o.res.Sandbox == nil || !o.res.Sandbox.Rootless {
+		t.Errorf("stdout %q, sandbox %+v: want 1000 and a rootless sandbox", o.res.Stdout, o.res.Sandbox)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	err := serve.Wait()
+	stopped = true
+	if err != nil {
+		t.Errorf("nsbox serve as the user: %v\n%s", err, log.String())
+	}
+	waitNoProcessesOf(t, func(uid int) bool {
+		return uid == u.uid || uid >= rootlessSubStart && uid < rootlessSubStart+rootlessSubCount
+	})
+}
