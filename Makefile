@@ -310,7 +310,10 @@ test-v2: deps build datasci
 #                   and newest releases the page names; the service's
 #                   settings and the policies in the ConfigMap against nsbox
 #                   itself; then each fixture of deploy/check/refused, which
-#                   must be refused. No cluster. The validator lives in
+#                   must be refused; and the pods' entrypoint run as in a
+#                   privileged pod on a cgroup v2 node
+#                   (deploy/check/entrypoint-check.sh, as root, in a mount
+#                   namespace of its own). No cluster. The validator lives in
 #                   $(K8S_VENV) (deploy/check/requirements.lock, hash-checked,
 #                   wheels only; redone when the lock changes).
 #   apparmor-check  deploy/apparmor/nsbox compiled by an AppArmor 4 parser
@@ -333,6 +336,7 @@ $(K8S_VENV)/.complete: deploy/check/requirements.lock
 k8s-validate: build $(K8S_VENV)/.complete
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(K8S_VENV)/bin/python deploy/check/k8s_validate.py \
 		--fixtures deploy/check/refused deploy/kubernetes
+	deploy/check/entrypoint-check.sh
 
 apparmor-check:
 	deploy/check/apparmor.sh

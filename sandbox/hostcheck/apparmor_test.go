@@ -10,7 +10,7 @@ import (
 )
 
 // installProfile is the fix the hints must give word for word, as
-// docs/running.md and deploy/apparmor/nsbox give it.
+// docs/doctor.md and deploy/apparmor/nsbox give it.
 const installProfile = "`sudo install -m 644 deploy/apparmor/nsbox /etc/apparmor.d/nsbox && sudo apparmor_parser -r /etc/apparmor.d/nsbox`"
 
 func TestAppArmorHints(t *testing.T) {
