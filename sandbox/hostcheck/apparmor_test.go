@@ -28,7 +28,7 @@ func TestAppArmorHints(t *testing.T) {
 // source tree, allows user namespaces and attaches to nsbox's three
 // binaries in every directory the hints say it covers.
 func TestAppArmorProfile(t *testing.T) {
-	path := filepath.Join("..", "..", filepath.FromSlash(AppArmorProfile))
+	path := filepath.Join("..", "..", filepath.FromSlash(appArmorProfile))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the profile the hints name: %v", err)

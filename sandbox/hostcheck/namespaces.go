@@ -107,15 +107,15 @@ const userNamespaceHint = "user namespaces are disabled or blocked: " +
 const appArmorHint = "run nsbox as root, " + appArmorProfileFix + ", or set `sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
 
 // appArmorProfileFix installs the AppArmor profile shipped with nsbox
-// (AppArmorProfile, relative to the source tree), which lets nsbox's
+// (appArmorProfile, relative to the source tree), which lets nsbox's
 // binaries create user namespaces; a test checks that the file exists and
 // attaches to them.
-const appArmorProfileFix = "install the AppArmor profile nsbox ships in " + AppArmorProfile +
+const appArmorProfileFix = "install the AppArmor profile nsbox ships in " + appArmorProfile +
 	" (from nsbox's source tree; it covers /usr/bin, /usr/local/bin and /opt/nsbox/bin, edit it for another directory): " +
-	"`sudo install -m 644 " + AppArmorProfile + " /etc/apparmor.d/nsbox && sudo apparmor_parser -r /etc/apparmor.d/nsbox`"
+	"`sudo install -m 644 " + appArmorProfile + " /etc/apparmor.d/nsbox && sudo apparmor_parser -r /etc/apparmor.d/nsbox`"
 
-// AppArmorProfile is where nsbox's source tree keeps its AppArmor profile.
-const AppArmorProfile = "deploy/apparmor/nsbox"
+// appArmorProfile is where nsbox's source tree keeps its AppArmor profile.
+const appArmorProfile = "deploy/apparmor/nsbox"
 
 // containerHint is for features a container runtime typically blocks.
 const containerHint = "creating it was refused: in Docker/Kubernetes " + containerAdvice
