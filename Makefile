@@ -84,6 +84,7 @@ datasci: build
 # "this host cannot" skip into a failure (CI sets it). The datasci root is
 # built first: the tests run a pandas and matplotlib program on it.
 test: deps build datasci mcp-venv fmt-check vet
+	@$(MAKE) --no-print-directory k8s-validate apparmor-check
 	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory python-adapters-test
@@ -301,3 +302,41 @@ python-adapters-test: build datasci $(ADAPTERS_VENV)/.complete
 .PHONY: test-v2
 test-v2: deps build datasci
 	ROOTS=$(ROOTS) GO=$(GO) TAGS=$(TAGS) scripts/test-v2/run.sh
+# --- deployment files --------------------------------------------------------
+# Targets: k8s-validate, apparmor-check (docs/kubernetes.md); `test` runs both.
+#   k8s-validate    every manifest under deploy/kubernetes against the
+#                   Kubernetes schemas that kubernetes-validate bundles, in
+#                   strict mode (an unknown field is refused), for the oldest
+#                   and newest releases the page names; the service's
+#                   settings and the policies in the ConfigMap against nsbox
+#                   itself; then each fixture of deploy/check/refused, which
+#                   must be refused; and the pods' entrypoint run as in a
+#                   privileged pod on a cgroup v2 node
+#                   (deploy/check/entrypoint-check.sh, as root, in a mount
+#                   namespace of its own). No cluster. The validator lives in
+#                   $(K8S_VENV) (deploy/check/requirements.lock, hash-checked,
+#                   wheels only; redone when the lock changes).
+#   apparmor-check  deploy/apparmor/nsbox compiled by an AppArmor 4 parser
+#                   and loaded nowhere, and refused with its rule misspelt
+#                   (deploy/check/apparmor.sh; fetches Debian's parser with
+#                   apt into deploy/.apparmor when the host has none).
+K8S_VENV   := deploy/.venv-k8s
+K8S_PYTHON ?= /usr/bin/python3.11
+
+.PHONY: k8s-validate apparmor-check
+
+$(K8S_VENV)/.complete: deploy/check/requirements.lock
+	rm -rf $(K8S_VENV)
+	$(K8S_PYTHON) -m venv --without-pip $(K8S_VENV)
+	python3 -m pip --python $(K8S_VENV)/bin/python install --disable-pip-version-check --quiet \
+		--require-hashes --only-binary=:all: --no-deps -r deploy/check/requirements.lock
+	python3 -m pip --python $(K8S_VENV)/bin/python check
+	touch $@
+
+k8s-validate: build $(K8S_VENV)/.complete
+	NSBOX_BIN=$(CURDIR)/$(BIN) $(K8S_VENV)/bin/python deploy/check/k8s_validate.py \
+		--fixtures deploy/check/refused deploy/kubernetes
+	deploy/check/entrypoint-check.sh
+
+apparmor-check:
+	deploy/check/apparmor.sh

@@ -37,6 +37,8 @@ var foreignFlags = map[string]string{
 	"init": "docker run",
 	// docs/api.md talks to the service with curl
 	"unix-socket": "curl",
+	// docs/kubernetes.md creates the token's Secret
+	"from-file": "kubectl",
 }
 
 // cliModel is the command line as newApp builds it, hidden commands
@@ -305,7 +307,7 @@ func TestDocsLinks(t *testing.T) {
 }
 
 // repoPathRE matches a code span that names a path in the repository.
-var repoPathRE = regexp.MustCompile(`^(?:cmd|sandbox|policies|rootfs-builder|seccomp-profiles|internal|tests|scripts|bench|docs|examples|\.ci)/[A-Za-z0-9_./-]*$`)
+var repoPathRE = regexp.MustCompile(`^(?:cmd|sandbox|policies|rootfs-builder|seccomp-profiles|internal|tests|scripts|bench|docs|examples|deploy|\.ci)/[A-Za-z0-9_./-]*$`)
 
 // TestDocsRepoPaths: every repository path the docs name in code exists
 // (a package moved or a file renamed without its docs).

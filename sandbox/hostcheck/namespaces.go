@@ -99,9 +99,23 @@ func namespaceHint(ns namespace, err error) string {
 const userNamespaceHint = "user namespaces are disabled or blocked: " +
 	"check `sysctl user.max_user_namespaces` (must be > 0); " +
 	"on Ubuntu 23.10+/24.04 `kernel.apparmor_restrict_unprivileged_userns=1` blocks them for processes without CAP_SYS_ADMIN: " +
-	"run nsbox as root, add an AppArmor profile for the nsbox binary that allows `userns,`, or set the sysctl to 0; " +
+	"run nsbox as root, " + appArmorProfileFix + ", or set the sysctl to 0; " +
 	"older Debian kernels need `kernel.unprivileged_userns_clone=1`; the kernel needs CONFIG_USER_NS=y; " +
 	"in Docker/Kubernetes " + containerAdvice
+
+// appArmorHint is the fix when AppArmor's switch is what blocks them.
+const appArmorHint = "run nsbox as root, " + appArmorProfileFix + ", or set `sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+
+// appArmorProfileFix installs the AppArmor profile shipped with nsbox
+// (appArmorProfile, relative to the source tree), which lets nsbox's
+// binaries create user namespaces; a test checks that the file exists and
+// attaches to them.
+const appArmorProfileFix = "install the AppArmor profile nsbox ships in " + appArmorProfile +
+	" (from nsbox's source tree; it covers /usr/bin, /usr/local/bin and /opt/nsbox/bin, edit it for another directory): " +
+	"`sudo install -m 644 " + appArmorProfile + " /etc/apparmor.d/nsbox && sudo apparmor_parser -r /etc/apparmor.d/nsbox`"
+
+// appArmorProfile is where nsbox's source tree keeps its AppArmor profile.
+const appArmorProfile = "deploy/apparmor/nsbox"
 
 // containerHint is for features a container runtime typically blocks.
 const containerHint = "creating it was refused: in Docker/Kubernetes " + containerAdvice

@@ -112,7 +112,7 @@ func cheapNamespaceChecks() []Check {
 			c.Hint = fmt.Sprintf("raise it, e.g. `sysctl -w user.max_%s_namespaces=15000` (persist in /etc/sysctl.d/)", ns.proc)
 		case ns.proc == "user" && !privileged && readSysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
 			c.OK, c.Detail = false, "kernel.apparmor_restrict_unprivileged_userns is 1 and this process lacks CAP_SYS_ADMIN"
-			c.Hint = userNamespaceHint
+			c.Hint = appArmorHint
 		case ns.proc == "user" && !privileged && readSysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
 			c.OK, c.Detail = false, "kernel.unprivileged_userns_clone is 0 and this process lacks CAP_SYS_ADMIN"
 			c.Hint = userNamespaceHint
