@@ -39,6 +39,8 @@ var foreignFlags = map[string]string{
 	"unix-socket": "curl",
 	// docs/kubernetes.md creates the token's Secret
 	"from-file": "kubectl",
+	// docs/running.md runs nsbox in a delegated cgroup; the rootless tests' account
+	"user": "systemd-run", "scope": "systemd-run", "add-subuids": "usermod", "add-subgids": "usermod",
 }
 
 // cliModel is the command line as newApp builds it, hidden commands

@@ -41,6 +41,8 @@ func (m *policyKeyModel) known(section, leaf string) bool {
 // but are fields of another object, by the page that describes them.
 var notPolicyKeys = map[string]string{
 	"sandbox.cgroup":      "the result (docs/result-schema.md)",
+	"sandbox.rootless":    "the result (docs/result-schema.md)",
+	"sandbox.host_ids":    "the result (docs/result-schema.md)",
 	"limits.timeout_ms":   "the result (docs/result-schema.md)",
 	"limits.cpu_time_ms":  "the result (docs/result-schema.md)",
 	"limits.memory_bytes": "the result (docs/result-schema.md)",

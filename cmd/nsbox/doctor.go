@@ -32,6 +32,9 @@ func doctorCommand() *cli.Command {
 			"what keeps a program from executing a file it makes in memory (memfd noexec) and, on cgroup v2, a\n" +
 			"child cloned straight into a temporary cgroup. It reports the host id range runs take their uids\n" +
 			"from (NSBOX_ID_RANGE) and whether a --workspace on the filesystem of --workspace can be idmapped.\n" +
+			"Run by another user than root, it probes from nsbox's user namespace (rootless mode) and reports,\n" +
+			"instead of those two, the namespace's id maps, the ids runs get, where the user's state lives and\n" +
+			"Ubuntu's AppArmor switch for user namespaces (docs/running.md#rootless-mode).\n" +
 			"It changes nothing on the host and removes what it creates. It prints one line per feature (ok or\n" +
 			"MISSING, what was found, the first Linux version with it, the requirement it belongs to) and how\n" +
 			"to fix what is missing.\n" +
