@@ -29,6 +29,11 @@ need_file "/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/lib
 # parent (tests/supervisor_memory_test.go).
 need_file /usr/bin/time time
 
+# Rootless mode maps a subordinate id range with the setuid helpers
+# newuidmap and newgidmap; its tests run nsbox as a user useradd makes.
+need_cmd newuidmap uidmap
+need_cmd useradd passwd
+
 # The rootfs builder installs locked wheels with pip's --python (pip 22.3+),
 # run by python3; Debian's python3-pip is new enough.
 if ! python3 -m pip --version >/dev/null 2>&1; then
