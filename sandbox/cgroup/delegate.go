@@ -15,23 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Rootless mode (userns.Rootless): without host root, nsbox can create
-// cgroups only in a cgroup v2 subtree delegated to its user, the way
-// systemd delegates one with Delegate=yes: the directory, cgroup.procs,
-// cgroup.subtree_control and cgroup.threads owned by the user. That
-// subtree is the cgroup nsbox was started in. Runs are created below it,
-// never above it:
-//
-//	<subtree>/                    +memory +pids +cpu in cgroup.subtree_control
-//	<subtree>/nsbox-supervisor/   nsbox's own processes (LeafName)
-//	<subtree>/nsbox/<run>         the runs, as under the v2 root as root
-//
-// cgroup v2 enables a controller for a cgroup's children only while the
-// cgroup holds no process ("no internal processes"), so nsbox first moves
-// itself out of the subtree into LeafName (PrepareDelegated); a subtree
-// that holds other processes (the shell that started nsbox, say) cannot
-// be used. cgroup v1 cannot be delegated at all.
-
 // LeafName is the cgroup, directly below the delegated subtree, that
 // nsbox's own processes move into. Every nsbox process of the subtree
 // shares it; it stays, empty, when they are gone, and goes with the

@@ -303,8 +303,10 @@ func runHelper(t *testing.T, exe, mode string, inUserns bool, cgroupDir string) 
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		t.Fatalf("helper's report: %v\n%s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
 	}
-	t.Logf("helper %s (user namespace %v): euid %d, in %q; delegation %+v, missing %q, hint %q; new: %s",
-		mode, inUserns, r.Euid, r.SelfAfter, r.Info.Delegation, r.Info.Missing, r.Info.Hint, r.NewErr)
+	t.Logf("helper %s (user namespace %v): euid %d, in %q; delegation %+v, missing %q, hint %q; new: %s; "+
+		"pids.max hit %d (at most %d processes), OOM kills %d, swept %q",
+		mode, inUserns, r.Euid, r.SelfAfter, r.Info.Delegation, r.Info.Missing, r.Info.Hint, r.NewErr,
+		r.PidsMaxHit, r.MaxMembers, r.OOMKills, r.Swept)
 	return r
 }
 
