@@ -13,6 +13,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/internal/userns"
 )
 
 // LeafName is the cgroup, directly below the delegated subtree, that
@@ -63,6 +65,9 @@ const whyRootlessV1 = "cgroup v1 (or a hybrid of v1 and v2) cannot be delegated 
 // when a step it tried failed. New does the same for its own process, so
 // a process that creates runs itself needs no call.
 func PrepareDelegated() error {
+	if !userns.Rootless() {
+		return nil
+	}
 	h, err := detectHost()
 	if err != nil {
 		return err

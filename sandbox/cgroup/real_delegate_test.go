@@ -35,7 +35,7 @@ import (
 // The helper's environment: what to do, and whether to go into a user
 // namespace first.
 const (
-	helperEnv = "NSBOX_CGROUP_TEST_HELPER" // "detect" or "delegated"
+	helperEnv = "NSBOX_CGROUP_TEST_HELPER" // "detect", "delegated" or "force"
 	usernsEnv = "NSBOX_CGROUP_TEST_USERNS" // "1": prepare, then do the rest in a new user namespace
 	nobody    = 65534
 )
@@ -105,9 +105,18 @@ func helperMain(mode string) int {
 	if err != nil {
 		r.DetectErr = err.Error()
 	}
-	if mode == "delegated" {
+	switch mode {
+	case "delegated":
 		err = r.useDelegated()
-	} else {
+	case "force":
+		// Past Detect's refusal: what the kernel says when the subtree
+		// still holds another process.
+		h, derr := detectHost()
+		if derr != nil {
+			return fail(derr)
+		}
+		r.NewErr = fmt.Sprint(h.enterDelegated())
+	default:
 		_, newErr := NewWithParent(DefaultParent, "helper", Limits{MemoryBytes: 32 << 20, Pids: 10, CPUs: 1})
 		r.NewErr = fmt.Sprint(newErr)
 		r.Swept, err = Sweep(func(string) bool { return false })
@@ -121,6 +130,11 @@ func helperMain(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "helper:", err)
+	return 1
 }
 
 func readProc(p string) string {
@@ -489,5 +503,15 @@ func TestRealRootlessDelegated(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(busy); err != nil || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.IsDir() }) {
 		t.Errorf("busy scope: something was created in %s (%v)", busy, err)
+	}
+	// Forced past Detect, the kernel refuses the controllers (EBUSY), and
+	// the error names the other process and the fix.
+	r = runHelper(t, exe, "force", false, busy)
+	if !strings.Contains(r.NewErr, ErrUnavailable.Error()) || !strings.Contains(r.NewErr, strconv.Itoa(other.cmd.Process.Pid)) ||
+		!strings.Contains(r.NewErr, "scope of its own") {
+		t.Errorf("busy scope, forced: %s; want %v naming pid %d and the fix", r.NewErr, ErrUnavailable, other.cmd.Process.Pid)
+	}
+	if got := readFile(t, filepath.Join(busy, "cgroup.subtree_control")); got != "" {
+		t.Errorf("busy scope, forced: cgroup.subtree_control = %q, want empty", got)
 	}
 }
