@@ -279,7 +279,7 @@ func (h *host) enterDelegated() error {
 				return errors.Join(err, lerr)
 			}
 			return fmt.Errorf("cgroup: enable the controllers in %s: %w: it still holds processes other than "+
-				"nsbox's (pids %v); %s", dir, ErrUnavailable, others, hintRootlessBusy)
+				"nsbox's (pids %v) after %s (%v); %s", dir, ErrUnavailable, others, busyTimeout, err, hintRootlessBusy)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
