@@ -78,9 +78,20 @@ func (h *host) create(parent, name string, l Limits) (*Cgroup, error) {
 		return nil, err
 	}
 	rel := parent + "/" + name
+	if d := info.Delegation; d != nil && !d.Usable {
+		return nil, fmt.Errorf("cgroup: create %s (cgroup v%d, rootless): %w: no usable delegated subtree: %s; %s",
+			rel, info.Version, ErrUnavailable, d.Why, info.Hint)
+	}
 	if len(info.Missing) > 0 {
 		return nil, fmt.Errorf("cgroup: create %s (cgroup v%d): %w: %s missing; %s",
 			rel, info.Version, ErrUnavailable, strings.Join(info.Missing, ", "), info.Hint)
+	}
+	if h.rootless {
+		// Out of the subtree first, so that it can enable controllers
+		// for its children.
+		if err := h.enterDelegated(); err != nil {
+			return nil, err
+		}
 	}
 	if h.version == 2 {
 		return h.createV2(parent, name, l)
@@ -213,7 +224,7 @@ func (h *host) open(parent, name string) (*Cgroup, error) {
 	res := &cgroups.Resources{SkipDevices: true}
 	var err error
 	if h.version == 2 {
-		c.dir = filepath.Join(h.v2root, parent, name)
+		c.dir = filepath.Join(h.base(), parent, name)
 		c.paths[v2Key] = c.dir
 		c.v2, err = fs2.NewManager(&cgroups.Cgroup{Resources: res}, c.dir)
 	} else {

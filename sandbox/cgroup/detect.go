@@ -12,6 +12,8 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs2"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/internal/userns"
 )
 
 // Info is what the host's cgroup setup allows (used by `nsbox doctor` and
@@ -26,6 +28,10 @@ type Info struct {
 	Sockets  string
 	Hint     string   // how to fix what's missing; empty when nothing is missing
 	Warnings []string // limits that are weaker than asked but still enforced (e.g. v1 without memsw); runs may start
+	// Delegation is, in rootless mode only (userns.Rootless), the cgroup
+	// v2 subtree delegated to this process's user, below which runs are
+	// created; nil as root. Controllers then name its path.
+	Delegation *Delegation
 }
 
 // SocketMemory is the entry of Info.Missing for a memory controller that
@@ -74,6 +80,13 @@ type host struct {
 	// cmdline is the kernel command line file, read for
 	// cgroup.memory=nosocket on v2: /proc/cmdline ("" too).
 	cmdline string
+
+	// Rootless mode (userns.Rootless): runs only below the delegated
+	// subtree (see delegate.go).
+	rootless bool
+	self     string                  // v2: this process's cgroup, relative to v2root ("/user.slice/...")
+	pid      int                     // this process, as cgroup.procs lists it
+	writable func(path string) error // whether this process may write path: accessWrite, or a fake
 }
 
 // defaultKillTimeout bounds how long Kill keeps killing: a cgroup that is
@@ -84,13 +97,29 @@ const defaultKillTimeout = 5 * time.Second
 // detectHost finds the cgroup version and, on v1, where each hierarchy is
 // mounted. Hybrid hosts (v1 controllers plus an empty cgroup2 at
 // /sys/fs/cgroup/unified) count as v1: that is where their controllers are.
+//
+// In rootless mode it finds this process's own cgroup instead, on v2 only:
+// nothing of v1 can be delegated.
 func detectHost() (*host, error) {
 	h := &host{rmdir: cgroups.RemovePath, killTimeout: defaultKillTimeout}
+	if userns.Rootless() {
+		h.rootless, h.pid, h.writable = true, os.Getpid(), accessWrite
+	}
 	if cgroups.IsCgroup2UnifiedMode() {
 		h.version, h.v2root = 2, fs2.UnifiedMountpoint
+		if h.rootless {
+			self, err := readSelfCgroup()
+			if err != nil {
+				return nil, err
+			}
+			h.self = self
+		}
 		return h, nil
 	}
 	h.version = 1
+	if h.rootless {
+		return h, nil
+	}
 	mounts, err := cgroups.GetCgroupMounts(false)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: find the v1 hierarchies in /proc/self/mountinfo: %w", err)
@@ -116,6 +145,9 @@ func Detect() (Info, error) {
 }
 
 func (h *host) info() (Info, error) {
+	if h.rootless {
+		return h.infoRootless()
+	}
 	if h.version == 2 {
 		return h.infoV2()
 	}

@@ -41,6 +41,26 @@
 // no longer writes and without which the kernel charges them to the host),
 // killing until the cgroup is empty, and sweeping leftovers.
 //
+// # Rootless mode
+//
+// Without host root (userns.Rootless), nsbox can create cgroups only in a
+// cgroup v2 subtree delegated to its user, the way systemd delegates one
+// with Delegate=yes: the directory, cgroup.procs, cgroup.subtree_control
+// and cgroup.threads owned by the user. That subtree is the cgroup nsbox
+// was started in (Info.Delegation), and runs are created below it, never
+// above it:
+//
+//	<subtree>/                    +memory +pids +cpu in cgroup.subtree_control
+//	<subtree>/nsbox-supervisor/   nsbox's own processes (LeafName)
+//	<subtree>/nsbox/<name>        the runs, as under the v2 root as root
+//
+// cgroup v2 enables a controller for a cgroup's children only while the
+// cgroup holds no process ("no internal processes"), so nsbox first moves
+// itself out of the subtree into LeafName (PrepareDelegated, or New); a
+// subtree that holds other processes (the shell that started nsbox, say)
+// cannot be used. cgroup v1 cannot be delegated at all. Where there is no
+// usable subtree, Detect reports the controllers missing, why, and the fix.
+//
 // # Socket buffers
 //
 // The memory limit covers the run's socket buffers on both versions. v2

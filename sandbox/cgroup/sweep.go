@@ -71,10 +71,14 @@ func (h *host) sweep(parent string, live func(name string) bool) ([]string, erro
 }
 
 // parentDirs are the parent's directories: one per v1 hierarchy of a run,
-// or the one under the v2 root.
+// or the one under the v2 root; in rootless mode the one under the
+// delegated subtree, and none on v1 (root's runs are not this process's).
 func (h *host) parentDirs(parent string) []string {
 	if h.version == 2 {
-		return []string{filepath.Join(h.v2root, parent)}
+		return []string{filepath.Join(h.base(), parent)}
+	}
+	if h.rootless {
+		return nil
 	}
 	var dirs []string
 	for _, ctrl := range v1Hierarchies {

@@ -14,14 +14,15 @@ import (
 
 // createV2 creates <root>/<parent>/<name>, delegating the needed
 // controllers down to it, sets the limits with the fs2 manager and opens the
-// directory for CLONE_INTO_CGROUP.
+// directory for CLONE_INTO_CGROUP. In rootless mode <root> is the delegated
+// subtree (h.base): nothing above it is written.
 func (h *host) createV2(parent, name string, l Limits) (_ *Cgroup, err error) {
 	// A controller reaches a cgroup only if every ancestor lists it in
 	// cgroup.subtree_control: enable them from the root down to the parent
 	// (runc does the same for the path it creates). The parent never holds
 	// processes, so the "no internal processes" rule cannot refuse this
 	// below the root.
-	cur := h.v2root
+	cur := h.base()
 	if err := enableControllers(cur); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package hostcheck
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nsbox/nsbox/sandbox/cgroup"
@@ -29,6 +30,9 @@ func cgroupChecks(info cgroup.Info, err error) []Check {
 	}
 	c.OK, c.Detail = true, hierarchyDetail(info.Version)
 	checks := []Check{c}
+	if info.Delegation != nil {
+		checks = append(checks, delegationCheck(info))
+	}
 
 	// Detect's Controllers also holds controllers a run uses but does not
 	// need (cpuacct on v1); only the needed ones get a check: those of
@@ -60,6 +64,21 @@ func socketMemoryCheck(info cgroup.Info) Check {
 		c.OK, c.Detail = true, "socket buffers count against the memory limit ("+info.Sockets+")"
 	} else {
 		c.Detail, c.Hint = "socket buffers would not count against the memory limit", cgroupHint(info)
+	}
+	return c
+}
+
+// delegationCheck reports, in rootless mode, the cgroup v2 subtree
+// delegated to the user that runs are created below (cgroup.Delegation).
+func delegationCheck(info cgroup.Info) Check {
+	d := info.Delegation
+	c := Check{Name: "cgroup delegation", Group: Cgroups, MinKernel: "4.5"}
+	if d.Usable {
+		c.OK = true
+		c.Detail = fmt.Sprintf("rootless: runs go below %s, delegated to this user (nsbox's own processes in %s/%s)",
+			d.Path, d.Path, cgroup.LeafName)
+	} else {
+		c.Detail, c.Hint = "rootless: "+d.Why, cgroupHint(info)
 	}
 	return c
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/sandbox/cgroup"
 )
 
 const cloneIntoName = "clone into cgroup"
@@ -20,32 +22,40 @@ const cloneIntoName = "clone into cgroup"
 // cgroup v2 puts a run's init into its cgroup before it runs a single
 // instruction. It is informational: on v1 the supervisor writes the pid
 // and only then releases the init, which is as safe.
-func cloneIntoCheck(exe string, version int, detectErr error) Check {
+func cloneIntoCheck(exe string, info cgroup.Info, detectErr error) Check {
 	c := Check{Name: cloneIntoName, MinKernel: "5.7"}
-	switch {
+	switch d := info.Delegation; {
 	case detectErr != nil:
 		c.Detail, c.Hint = "not probed: no usable cgroup hierarchy", "see the cgroups check"
-	case version == 1:
+	case d != nil && !d.Usable:
+		c.Detail, c.Hint = "not probed: rootless, with no usable delegated cgroup v2 subtree", "see the cgroup delegation check"
+	case info.Version == 1:
 		c.OK, c.Detail = true, "not applicable (cgroup v1: the init attaches itself before any other step)"
+	case d != nil:
+		return probeCloneInto(exe, d.Path)
 	default:
-		return probeCloneInto(exe)
+		return probeCloneInto(exe, "")
 	}
 	return c
 }
 
-// probeCloneInto creates a temporary cgroup at the top of the cgroup v2
-// tree, where a run's cgroups go (cgroup.DefaultParent is below it),
-// starts a child straight into it (clone3 with CLONE_INTO_CGROUP, as Go
-// does for SysProcAttr.UseCgroupFD), checks that the child found itself
-// there, and removes the cgroup.
-func probeCloneInto(exe string) Check {
+// probeCloneInto creates a temporary cgroup in dir (the top of the cgroup
+// v2 tree when "", where a run's cgroups go: cgroup.DefaultParent is below
+// it; in rootless mode the delegated subtree), starts a child straight
+// into it (clone3 with CLONE_INTO_CGROUP, as Go does for
+// SysProcAttr.UseCgroupFD), checks that the child found itself there, and
+// removes the cgroup.
+func probeCloneInto(exe, dir string) Check {
 	c := Check{Name: cloneIntoName, MinKernel: "5.7"}
 	mnt, err := findCgroup2()
 	if err != nil {
 		c.Detail, c.Hint = err.Error(), "mount cgroup2 (e.g. at /sys/fs/cgroup)"
 		return c
 	}
-	if err := cloneIntoRoundTrip(exe, mnt); err != nil {
+	if dir == "" {
+		dir = mnt.dir
+	}
+	if err := cloneIntoRoundTrip(exe, mnt, dir); err != nil {
 		c.Detail = err.Error()
 		switch {
 		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.E2BIG):
@@ -59,8 +69,8 @@ func probeCloneInto(exe string) Check {
 	return c
 }
 
-func cloneIntoRoundTrip(exe string, mnt cgroup2Mount) error {
-	dir, err := os.MkdirTemp(mnt.dir, "nsbox-doctor-")
+func cloneIntoRoundTrip(exe string, mnt cgroup2Mount, parent string) error {
+	dir, err := os.MkdirTemp(parent, "nsbox-doctor-")
 	if err != nil {
 		return fmt.Errorf("create cgroup: %w", err)
 	}
@@ -78,7 +88,11 @@ func cloneIntoRoundTrip(exe string, mnt cgroup2Mount) error {
 	}
 	// The child's path is relative to our cgroup namespace, as is the
 	// mount's root.
-	if want := path.Join(mnt.root, filepath.Base(dir)); got != want {
+	rel, err := filepath.Rel(mnt.dir, dir)
+	if err != nil {
+		return fmt.Errorf("cgroup %s is not below the cgroup2 mount %s: %w", dir, mnt.dir, err)
+	}
+	if want := path.Join(mnt.root, rel); got != want {
 		return fmt.Errorf("child started in cgroup %s, want %s", got, want)
 	}
 	return nil

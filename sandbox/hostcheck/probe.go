@@ -21,6 +21,6 @@ func Probe(exe string) Report {
 	r.Checks = append(r.Checks, cgroupChecks(info, err)...)
 	r.Notes = append(r.Notes, info.Warnings...)
 	r.Checks = append(r.Checks, seccompCheck(), landlockCheck(), memfdCheck(), probeWorkspaceTmpfs())
-	r.Checks = append(r.Checks, probeProcSubset(exe), cloneIntoCheck(exe, info.Version, err))
+	r.Checks = append(r.Checks, probeProcSubset(exe), cloneIntoCheck(exe, info, err))
 	return r
 }

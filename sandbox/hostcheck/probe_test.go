@@ -3,7 +3,6 @@ package hostcheck
 import (
 	"errors"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -101,7 +100,8 @@ func TestProbeHost(t *testing.T) {
 
 // TestCloneIntoCgroupV2 runs the v2 probe on the cgroup2 tree of a
 // hybrid host (controllerless, but CLONE_INTO_CGROUP works on it) below a
-// cgroup of its own, and checks that the temporary cgroup is gone after.
+// cgroup of its own, as rootless mode probes below its delegated subtree,
+// and checks that the temporary cgroup is gone after.
 func TestCloneIntoCgroupV2(t *testing.T) {
 	mustwork.NeedRoot(t)
 	mnt, err := findCgroup2()
@@ -113,8 +113,7 @@ func TestCloneIntoCgroupV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer removeCgroup(parent)
-	sub := cgroup2Mount{dir: parent, root: path.Join(mnt.root, filepath.Base(parent))}
-	if err := cloneIntoRoundTrip(testExe(t), sub); err != nil {
+	if err := cloneIntoRoundTrip(testExe(t), mnt, parent); err != nil {
 		t.Fatalf("clone into a cgroup under %s: %v", parent, err)
 	}
 	left, err := filepath.Glob(filepath.Join(parent, "nsbox-doctor-*"))

@@ -12,7 +12,7 @@ import (
 // its Group is OK.
 const (
 	Namespaces = "namespaces" // user, mount, PID, network, IPC, UTS and cgroup namespaces, and the mount API
-	Cgroups    = "cgroups"    // a usable hierarchy with the memory, pids and cpu controllers (and freezer on v1)
+	Cgroups    = "cgroups"    // a usable hierarchy with the memory, pids and cpu controllers (and freezer on v1); rootless, a v2 subtree delegated to the user
 	Seccomp    = "seccomp"    // seccomp filter mode
 	Landlock   = "landlock"   // Landlock, any ABI
 	// MemfdNoexec: no file the program makes in memory can be executed;

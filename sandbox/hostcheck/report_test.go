@@ -122,6 +122,44 @@ func TestCgroupChecks(t *testing.T) {
 	}
 }
 
+// TestCgroupDelegationCheck: in rootless mode the cgroups requirement also
+// needs a usable delegated subtree, and doctor says where it is or why
+// there is none, with the package's fix.
+func TestCgroupDelegationCheck(t *testing.T) {
+	scope := "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope"
+	at := map[string]string{"memory": scope, "pids": scope, "cpu": scope}
+	ok := cgroupChecks(cgroup.Info{Version: 2, Controllers: at, Sockets: "memory.max",
+		Delegation: &cgroup.Delegation{Path: scope, Usable: true}}, nil)
+	if len(ok) < 2 || ok[1].Name != "cgroup delegation" || !ok[1].OK || ok[1].Group != Cgroups ||
+		!strings.Contains(ok[1].Detail, scope+"/"+cgroup.LeafName) {
+		t.Errorf("usable delegation: %+v", ok)
+	}
+	if m := (Report{Checks: ok}).Missing([]string{Cgroups}); len(m) != 0 {
+		t.Errorf("usable delegation: Missing = %v", m)
+	}
+
+	no := cgroupChecks(cgroup.Info{Version: 2, Controllers: map[string]string{}, Missing: []string{"memory", "pids", "cpu"},
+		Hint: "systemd-run --user --scope -p Delegate=yes", Sockets: "memory.max",
+		Delegation: &cgroup.Delegation{Path: scope, Why: scope + " is not delegated"}}, nil)
+	if c := no[1]; c.Name != "cgroup delegation" || c.OK || c.Detail != "rootless: "+scope+" is not delegated" ||
+		c.Hint != "systemd-run --user --scope -p Delegate=yes" {
+		t.Errorf("no delegation: %+v", c)
+	}
+	if m := (Report{Checks: no}).Missing([]string{Cgroups}); !slices.Equal(m, []string{Cgroups}) {
+		t.Errorf("no delegation: Missing = %v", m)
+	}
+	if c := cloneIntoCheck("", cgroup.Info{Version: 2, Delegation: &cgroup.Delegation{}}, nil); c.OK || !strings.Contains(c.Detail, "not probed") {
+		t.Errorf("clone into cgroup without a delegated subtree: %+v", c)
+	}
+
+	// As root there is no delegation check.
+	for _, c := range cgroupChecks(cgroup.Info{Version: 2, Controllers: at, Sockets: "memory.max"}, nil) {
+		if c.Name == "cgroup delegation" {
+			t.Errorf("delegation check as root: %+v", c)
+		}
+	}
+}
+
 func TestUnescapeMountinfo(t *testing.T) {
 	if got := unescapeMountinfo(`/mnt/with\040space\134x`); got != `/mnt/with space\x` {
 		t.Errorf("got %q", got)

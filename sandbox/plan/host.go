@@ -37,7 +37,8 @@ type Landlock struct {
 // ReadHost reads what this host can enforce, cheaply enough to run before
 // every run: it starts no process and changes nothing (hostcheck.Require
 // for the requirements, seccomp.Supported, the Landlock ABI and
-// cgroup.Detect). reqs are the policy's sandbox.require.
+// cgroup.Detect, which in rootless mode looks for a delegated cgroup v2
+// subtree). reqs are the policy's sandbox.require.
 func ReadHost(reqs []string) Host {
 	var h Host
 	h.Unmet = hostcheck.Require(reqs)
@@ -53,6 +54,10 @@ func ReadHost(reqs []string) Host {
 	switch info, err := cgroup.Detect(); {
 	case err != nil:
 		h.Cgroup.Why = err.Error()
+	case info.Delegation != nil && !info.Delegation.Usable:
+		// Rootless: cgroups only in a subtree delegated to the user.
+		h.Cgroup.Why = fmt.Sprintf("rootless: no cgroup v2 subtree delegated to this user that nsbox can use: %s; to fix: %s",
+			info.Delegation.Why, info.Hint)
 	case len(info.Missing) > 0:
 		h.Cgroup.Why = fmt.Sprintf("controllers %v missing: %s", info.Missing, info.Hint)
 	default:

@@ -71,7 +71,11 @@ func loadFilter(profile, stateDir string) ([]byte, error) {
 }
 
 // newCgroup sweeps the cgroups that supervisors of this state directory
-// left when they died mid-run, then creates the run's.
+// left when they died mid-run, then creates the run's. In rootless mode
+// both happen below the cgroup v2 subtree delegated to the user
+// (cgroup.Info.Delegation), which New prepares by moving this process into
+// its leaf; a supervisor that shares the subtree with the process that
+// started it needs that process to have called cgroup.PrepareDelegated.
 func newCgroup(stateDir, id string, l cgroup.Limits) (*cgroup.Cgroup, error) {
 	prefix := cgroupPrefix(stateDir)
 	cgroup.Sweep(func(name string) bool {
