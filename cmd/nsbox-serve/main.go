@@ -22,6 +22,7 @@ import (
 	"os"
 
 	"github.com/nsbox/nsbox/internal/userns"
+	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -43,7 +44,7 @@ func main() {
 	// run in nsbox's own user namespace (internal/userns), as nsbox run
 	// does; nsbox checked this binary on the host before executing it.
 	if len(os.Args) >= 2 && (os.Args[1] == "serve" || os.Args[1] == "mcp") {
-		if err := userns.Enter(); err != nil {
+		if err := userns.Enter(cgroup.PrepareDelegated); err != nil {
 			fmt.Fprintf(os.Stderr, "nsbox %s: rootless mode: %v\n", os.Args[1], err)
 			os.Exit(result.ExitSandboxError)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nsbox/nsbox/internal/userns"
+	"github.com/nsbox/nsbox/sandbox/cgroup"
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -39,7 +40,9 @@ func main() {
 	// sandboxes or roots continue in nsbox's own user namespace
 	// (internal/userns); the others need nothing of it.
 	if needsUserns(os.Args) {
-		if err := userns.Enter(); err != nil {
+		// A delegated cgroup's leaf is entered first, so that the
+		// namespace's nsbox is born there (sandbox/cgroup).
+		if err := userns.Enter(cgroup.PrepareDelegated); err != nil {
 			if os.Args[1] != "doctor" {
 				fmt.Fprintf(os.Stderr, "nsbox: rootless mode: %v\n", err)
 				os.Exit(result.ExitSandboxError)

@@ -102,7 +102,11 @@ func lookTool(name string) (string, error) {
 //
 // Inside, the effective uid is 0: code that picks the user's directories
 // asks NotRoot, which knows the namespace from its mark.
-func Enter() error {
+//
+// prepare, when not nil, runs first, in the caller's process: what must
+// happen before the namespace's nsbox is born (moving into a delegated
+// cgroup's leaf, which it then inherits).
+func Enter(prepare func() error) error {
 	if os.Geteuid() == 0 {
 		return nil
 	}
@@ -112,6 +116,11 @@ func Enter() error {
 	mode, err := ChooseMode()
 	if err != nil {
 		return err
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return err
+		}
 	}
 	env, err := outerEnv()
 	if err != nil {
