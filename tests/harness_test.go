@@ -162,6 +162,9 @@ func nsbox(t *testing.T, r run) *outcome {
 		r.auditDB = filepath.Join(r.state, "audit.db")
 	}
 	cmd.Env = append(append(os.Environ(), "NSBOX_STATE_DIR="+r.state, "NSBOX_AUDIT_DB="+r.auditDB), r.env...)
+	if rootlessCorpus {
+		asRootlessUser(t, cmd, r)
+	}
 	cmd.Stdin = strings.NewReader(r.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -328,8 +331,15 @@ var policyTimeout = regexp.MustCompile(`(?m)^timeout = "([0-9]+)s"$`)
 
 // scalePolicyTimeout multiplies the wall clock of policy text (from name),
 // if it has one, by timeoutScale.
+//
+// In the rootless corpus without a delegated cgroup it also drops
+// "cgroups" from the requirements: the attacks run without one
+// (TestRootlessRequiredCgroupFailsClosed tests the refusal).
 func scalePolicyTimeout(t *testing.T, name, s string) string {
 	t.Helper()
+	if rootlessCorpus && !delegatedCgroup() {
+		s = strings.Replace(s, `"cgroups", `, "", 1)
+	}
 	if timeoutScale == 1 {
 		return s
 	}
@@ -344,11 +354,11 @@ func scalePolicyTimeout(t *testing.T, name, s string) string {
 // scaleBuiltinPolicy gives a run under a built-in policy (by name, or the
 // default when none is named) a copy of it with its wall clock scaled,
 // when NSBOX_TEST_TIMEOUT_SCALE is set and the run has no --timeout of
-// its own. Policy files the tests write (osOnly, writePolicy) are scaled
-// when written.
+// its own, and always in the rootless corpus (scalePolicyTimeout). Policy
+// files the tests write (osOnly, writePolicy) are scaled when written.
 func scaleBuiltinPolicy(t *testing.T, args []string) []string {
 	t.Helper()
-	if timeoutScale == 1 || len(args) == 0 || args[0] != "run" || slices.Contains(args, "--timeout") {
+	if len(args) == 0 || args[0] != "run" || !rootlessCorpus && (timeoutScale == 1 || slices.Contains(args, "--timeout")) {
 		return args
 	}
 	name, at := "default", -1
@@ -408,6 +418,14 @@ func sandboxWorkspace(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	if rootlessCorpus {
+		// Rootless runs cannot idmap it, and the program's host uid is
+		// one of the user's subordinate ids: writable by others.
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
 	if err := os.Chown(dir, wsOwnerUID, wsOwnerUID); err != nil {
 		t.Fatal(err)

@@ -94,8 +94,8 @@ func exitCode(err error) int {
 
 // needsUserns reports whether the command line's command runs in nsbox's
 // user namespace when started without root: run (not --server, which
-// only talks to a service), doctor (so that it probes what a run would
-// get) and rootfs. serve and mcp enter it in nsbox-serve, after nsbox has
+// only talks to a service), check and doctor (so that they judge the host
+// a run would get) and rootfs. serve and mcp enter it in nsbox-serve, after nsbox has
 // checked that binary on the host.
 func needsUserns(args []string) bool {
 	if len(args) < 2 {
@@ -112,7 +112,7 @@ func needsUserns(args []string) bool {
 			}
 		}
 		return true
-	case "doctor", "rootfs":
+	case "check", "doctor", "rootfs":
 		return true
 	}
 	return false
