@@ -376,6 +376,8 @@ def build_methods(a, tmp, notes):
                 M("unshare+tmpfs cgroup wrapper, nsbox permissive", "cgroups (without)",
                   CGWRAP + ns(pol["permissive"]), wl, base=B, note="no cgroup fs visible: cgroup none"),
             ]
+        if wl == "pass":
+            meths += rootless_methods(M, ns, tmp, base_env, default_text, B, notes)
         if a.bwrap:
             meths.append(M("bwrap", "peer", [a.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
                                             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
@@ -410,6 +412,48 @@ def build_methods(a, tmp, notes):
         keys = [k.strip() for k in a.only.split(",") if k.strip()]
         meths = [m for m in meths if any(k in m["name"] + " " + m["workload"] for k in keys)]
     return meths
+
+
+# --- rootless mode: the same run as an ordinary user ---------------------------
+ROOTLESS_USER = "nsbox-rootless"  # the account tests/rootless_test.go makes
+
+
+def rootless_methods(M, ns, tmp, base_env, default_text, B, notes):
+    """Rows for rootless mode's cold start: default's layers without its
+    cgroup requirement (no cgroup can be delegated on a v1 host), as root
+    and as the rootless tests' account, with its subordinate ids and with
+    its own uid alone. setpriv switches to the account; its own exec is in
+    the "setpriv, bare" row."""
+    import pwd
+    try:
+        pw = pwd.getpwnam(ROOTLESS_USER)
+    except KeyError:
+        notes.append("no account %s (make test creates it): the rootless rows are skipped." % ROOTLESS_USER)
+        return []
+    setpriv = which("setpriv")
+    if not setpriv:
+        notes.append("setpriv (util-linux) is missing: the rootless rows are skipped.")
+        return []
+    pol = os.path.join(tmp, "rootless.toml")
+    with open(pol, "w") as f:
+        f.write('extends = "default"\n\n[sandbox]\nrequire = ["namespaces", "seccomp", "memfd_noexec"]\n')
+    os.chmod(tmp, 0o755)
+    home = os.path.join(tmp, "rootless-home")
+    os.makedirs(home, exist_ok=True)
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    env = {k: v for k, v in base_env.items() if k not in ("NSBOX_STATE_DIR", "NSBOX_AUDIT_DB", "NSBOX_ID_RANGE", "HOME")}
+    env["HOME"] = home
+    as_user = [setpriv, "--reuid=%d" % pw.pw_uid, "--regid=%d" % pw.pw_gid, "--clear-groups"]
+    note = "default without its cgroup requirement"
+    return [
+        M("setpriv, bare python3.11", "", as_user + B["cmd"], "pass", env=env, base=B, note="the account switch alone"),
+        M("nsbox rootless-policy, as root", "rootless (reference)", ns(pol), "pass", base=B,
+          note=note + "; root mode, so with a cgroup"),
+        M("nsbox rootless-policy, rootless", "rootless", as_user + ns(pol), "pass", env=env, base=B,
+          note=note + "; subordinate ids; no cgroup"),
+        M("nsbox rootless-policy, rootless, own uid", "rootless", as_user + ns(pol), "pass",
+          env=dict(env, NSBOX_USERNS_IDS="single"), base=B, note=note + "; the account's uid alone; no cgroup"),
+    ]
 
 
 # --- extras: sizes, phases, root checks --------------------------------------

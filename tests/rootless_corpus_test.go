@@ -81,6 +81,7 @@ func asRootlessUser(t *testing.T, cmd *exec.Cmd, r run) {
 	}
 	cmd.Env = append(env, "HOME="+u.home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	u.delegate(t, cmd)
 	for _, p := range append([]string{r.state}, cmd.Args...) {
 		exposeTo(t, p, u)
 	}

@@ -119,6 +119,7 @@ func (u *rootlessUser) run(t *testing.T, r rootlessRun) *outcome {
 	}
 	cmd.Dir = u.home
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	u.delegate(t, cmd)
 	cmd.Stdin = strings.NewReader(r.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -169,12 +170,71 @@ func rootlessPolicy(t *testing.T, u *rootlessUser) string {
 	return p
 }
 
-// delegatedCgroup reports whether this test process's cgroup is one the
-// user could create runs below (make test-v2's guest delegates one);
-// elsewhere rootless runs have no cgroup.
+// delegatedCgroup reports whether the rootless tests run the user's nsbox
+// in a cgroup delegated to it: on a cgroup v2 host (make test-v2's
+// guest), each nsbox the user starts is born in a subtree of its own that
+// the test delegates as systemd's Delegate=yes does (delegate). On v1
+// nothing can be delegated: rootless runs have no cgroup.
 func delegatedCgroup() bool {
 	info, err := cgroup.Detect()
-	return err == nil && info.Version == 2 && os.Getenv("NSBOX_TEST_DELEGATED") == "1"
+	return err == nil && info.Version == 2
+}
+
+// delegate makes, on a cgroup v2 host, a cgroup owned by the user (the
+// directory, cgroup.procs, cgroup.subtree_control, cgroup.threads, as
+// systemd's Delegate=yes) with cpu, memory and pids available, and has
+// cmd start in it (CLONE_INTO_CGROUP). It is removed after the test.
+func (u *rootlessUser) delegate(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if !delegatedCgroup() {
+		return
+	}
+	const root = "/sys/fs/cgroup"
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu +memory +pids"), 0); err != nil {
+		t.Fatalf("enable controllers at the root: %v", err)
+	}
+	dir, err := os.MkdirTemp(root, "nsbox-test-delegated-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupTree(t, dir) })
+	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+		if err := os.Chown(filepath.Join(dir, f), u.uid, u.gid); err != nil {
+			t.Fatalf("delegate %s: %v", dir, err)
+		}
+	}
+	fd, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fd.Close() })
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
+}
+
+// removeCgroupTree removes a cgroup and its descendants, deepest first;
+// one that still holds a process fails the test.
+func removeCgroupTree(t *testing.T, dir string) {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var err error
+		for end := time.Now().Add(scaled(5 * time.Second)); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if err = os.Remove(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("remove the delegated cgroup %s: %v", dirs[i], err)
+		}
+	}
 }
 
 // TestRootlessRun runs a program as the unprivileged user in both of
@@ -409,6 +469,7 @@ func TestRootlessServe(t *testing.T) {
 		serve.Env = append(serve.Env, "NSBOX_ROOTS_DIR="+d)
 	}
 	serve.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	u.delegate(t, serve)
 	var log bytes.Buffer
 	serve.Stdout, serve.Stderr = &log, &log
 	if err := serve.Start(); err != nil {
@@ -438,4 +499,38 @@ func TestRootlessServe(t *testing.T) {
 	waitNoProcessesOf(t, func(uid int) bool {
 		return uid == u.uid || uid >= rootlessSubStart && uid < rootlessSubStart+rootlessSubCount
 	})
+}
+
+// TestRootlessCgroupLimits: in a cgroup delegated to the user (cgroup v2
+// only: make test-v2's guest), a rootless run gets its own cgroup below
+// it, with the policy's limits enforced: a memory bomb ends as
+// memory_limit, a fork loop stops at pids.max.
+func TestRootlessCgroupLimits(t *testing.T) {
+	if !delegatedCgroup() {
+		t.Skip("cgroup v1: nothing can be delegated to an ordinary user (TestRootlessRequiredCgroupFailsClosed); make test-v2 runs this")
+	}
+	u := newRootlessUser(t)
+	o := u.run(t, rootlessRun{args: []string{"run", "--json", "--policy", "default", "-c",
+		"chunks = []\nfor _ in range(64):\n    chunks.append(bytearray(64 << 20))\nprint('not stopped')"}})
+	o.wantStatus(t, result.StatusMemoryLimit)
+	if sb := o.res.Sandbox; sb == nil || sb.Cgroup != result.CgroupV2 || !sb.Rootless {
+		t.Errorf("sandbox %+v: want a rootless run in a v2 cgroup", sb)
+	}
+	o = u.run(t, rootlessRun{args: []string{"run", "--json", "--policy", "permissive", "-c", `import os, time
+n = 0
+for _ in range(400):
+    try:
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(n)
+`}})
+	o.wantStatus(t, result.StatusOK)
+	forks, err := strconv.Atoi(strings.TrimSpace(o.res.Stdout))
+	if err != nil || o.res.Limits == nil || o.res.Limits.Pids == nil || forks >= int(*o.res.Limits.Pids) {
+		t.Errorf("%q forks with limits %+v: want fewer than pids.max", o.res.Stdout, o.res.Limits)
+	}
 }

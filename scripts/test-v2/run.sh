@@ -59,6 +59,9 @@ selection=(
 	'TestUnprivilegedIdentity|TestProgramUIDFromHost|TestPerUserCountsStayInTheRun|TestConcurrentRunsOwnUIDs'
 	'TestUserQuotasInside|TestLockedSecurebitsRefused|TestCrashedSupervisorSlotNotReused'
 	'TestWorkspaceBounded|TestWorkspaceGoesWithKilledSupervisor|TestSocketMemoryBounded'
+	# rootless mode as a real user in a cgroup delegated to it: limits
+	# enforced below it, the service, the killed supervisor, the corpus.
+	'TestRootlessRun|TestRootlessCgroupLimits|TestRootlessKilledSupervisor|TestRootlessServe|TestRootlessDoctor|TestRootlessCorpus'
 )
 if [ -n "${NSBOX_V2_RUN:-}" ]; then
 	run_pattern=$NSBOX_V2_RUN
@@ -67,6 +70,16 @@ else
 fi
 
 t0=$(now)
+
+# The rootless tests' account (tests/rootless_test.go makes it the same
+# way on a host; the guest sees this host's /etc read-only).
+if ! id nsbox-rootless >/dev/null 2>&1; then
+	useradd --system --user-group --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin nsbox-rootless || die "useradd nsbox-rootless"
+fi
+for f in /etc/subuid /etc/subgid; do
+	grep -q '^nsbox-rootless:' "$f" 2>/dev/null || echo 'nsbox-rootless:1900000000:65536' >>"$f"
+done
 
 # 1. Debian packages: QEMU, a kernel, the static busybox virtme-ng
 # builds its initramfs with, and mkfs.ext4. The kernel package's hooks only write
