@@ -75,7 +75,7 @@ func asRootlessUser(t *testing.T, cmd *exec.Cmd, r run) {
 	u := newRootlessUser(t)
 	var env []string
 	for _, e := range cmd.Env {
-		if !strings.HasPrefix(e, "NSBOX_ID_RANGE=") && !strings.HasPrefix(e, "HOME=") {
+		if !strings.HasPrefix(e, "NSBOX_ID_RANGE=") && !strings.HasPrefix(e, "HOME=") && !strings.HasPrefix(e, "XDG_") {
 			env = append(env, e)
 		}
 	}

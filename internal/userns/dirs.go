@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"syscall"
 )
 
 // Where a user's nsbox keeps its files when it runs without host root:
@@ -20,11 +21,15 @@ func StateHome() string { return xdg("XDG_STATE_HOME", ".local/state") }
 // roots a user builds.
 func DataHome() string { return xdg("XDG_DATA_HOME", ".local/share") }
 
-// RuntimeDir is $XDG_RUNTIME_DIR/nsbox when that is set (a per-user
-// tmpfs that systemd removes at logout), else StateHome: the id locks of
-// a subordinate id range, which only this user's runs share.
+// RuntimeDir is $XDG_RUNTIME_DIR/nsbox when that is set and the
+// directory is this user's (a per-user tmpfs that systemd removes at
+// logout; an environment inherited from another user, su's for one,
+// names someone else's), else StateHome: the id locks of a subordinate
+// id range, which only this user's runs share.
 func RuntimeDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+	d := os.Getenv("XDG_RUNTIME_DIR")
+	var st syscall.Stat_t
+	if filepath.IsAbs(d) && syscall.Stat(d, &st) == nil && int(st.Uid) == os.Geteuid() {
 		return filepath.Join(d, "nsbox")
 	}
 	return StateHome()
