@@ -112,7 +112,14 @@ type rootlessRun struct {
 // read-only) and decodes the result of a `run --json`.
 func (u *rootlessUser) run(t *testing.T, r rootlessRun) *outcome {
 	t.Helper()
-	cmd := exec.Command(nsboxBin, scaleBuiltinPolicy(t, r.args)...)
+	args := r.args
+	if !containsArg(args, "--server") { // a served policy is named as served
+		args = scaleBuiltinPolicy(t, args)
+	}
+	cmd := exec.Command(nsboxBin, args...)
+	for _, a := range args {
+		exposeTo(t, a, u) // a scaled policy copy
+	}
 	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, r.env...)
 	if d := os.Getenv("NSBOX_ROOTS_DIR"); d != "" {
 		cmd.Env = append(cmd.Env, "NSBOX_ROOTS_DIR="+d)
