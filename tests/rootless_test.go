@@ -256,7 +256,7 @@ func TestRootlessRun(t *testing.T) {
 	pol := rootlessPolicy(t, u)
 	for _, tc := range []struct {
 		name, ids, hostIDs string
-		wantUID           func(uid int) bool
+		wantUID            func(uid int) bool
 	}{
 		{"subordinate", "auto", result.HostIDsOwn, func(uid int) bool {
 			return uid >= rootlessSubStart && uid < rootlessSubStart+rootlessSubCount
