@@ -272,11 +272,13 @@ open("/workspace/started", "w").close()
 time.sleep(3)
 `
 			var hostUID = -1
+			var reaperExe string
 			o := u.run(t, rootlessRun{
 				args: []string{"run", "--json", "--policy", pol, "-c", code},
 				env:  []string{"NSBOX_USERNS_IDS=" + tc.ids},
 				whileRuns: func(p *os.Process) {
 					hostUID = programHostUID(t, p.Pid)
+					reaperExe = reaperOf(p.Pid)
 				},
 			})
 			o.wantStatus(t, result.StatusOK)
@@ -290,6 +292,12 @@ time.sleep(3)
 			}
 			if !tc.wantUID(hostUID) {
 				t.Errorf("the program ran as host uid %d (user %s is %d; subordinate ids %d+%d)", hostUID, rootlessUserName, u.uid, rootlessSubStart, rootlessSubCount)
+			}
+			// The stand-alone init root installed beside nsbox is used:
+			// checked on the host by the user's nsbox and handed down, as
+			// inside its namespace root's files look unowned.
+			if init := filepath.Join(filepath.Dir(nsboxBin), "nsbox-init"); fileOwnedByRoot(init) && reaperExe != init {
+				t.Errorf("the run's reaper is %q, want the stand-alone %s", reaperExe, init)
 			}
 			sb := o.res.Sandbox
 			if sb == nil || !sb.Rootless || sb.HostIDs != tc.hostIDs || len(sb.Namespaces) != 7 || sb.Seccomp != "default" {
@@ -540,4 +548,28 @@ print(n)
 	if err != nil || o.res.Limits == nil || o.res.Limits.Pids == nil || forks >= int(*o.res.Limits.Pids) {
 		t.Errorf("%q forks with limits %+v: want fewer than pids.max", o.res.Stdout, o.res.Limits)
 	}
+}
+
+// reaperOf returns the executable of the reaper (the python program's
+// parent) below nsbox's pid, "" when none is found.
+func reaperOf(pid int) string {
+	for _, p := range descendants(pid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil || !strings.Contains(string(b), "Name:\tpython") {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "PPid:" {
+				exe, _ := os.Readlink("/proc/" + f[1] + "/exe")
+				return exe
+			}
+		}
+	}
+	return ""
+}
+
+// fileOwnedByRoot reports whether path is a regular file owned by root.
+func fileOwnedByRoot(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Sys().(*syscall.Stat_t).Uid == 0
 }

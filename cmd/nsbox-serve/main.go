@@ -26,6 +26,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -44,7 +45,7 @@ func main() {
 	// run in nsbox's own user namespace (internal/userns), as nsbox run
 	// does; nsbox checked this binary on the host before executing it.
 	if len(os.Args) >= 2 && (os.Args[1] == "serve" || os.Args[1] == "mcp") {
-		if err := userns.Enter(cgroup.PrepareDelegated); err != nil {
+		if err := userns.Enter(cgroup.PrepareDelegated, supervisor.InitFile); err != nil {
 			fmt.Fprintf(os.Stderr, "nsbox %s: rootless mode: %v\n", os.Args[1], err)
 			os.Exit(result.ExitSandboxError)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/nsbox/nsbox/internal/userns"
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/hostcheck"
 	"github.com/nsbox/nsbox/sandbox/supervisor"
@@ -121,6 +122,10 @@ func doctor(c *cli.Context) error {
 // this binary (faster to start), or this binary again, and why.
 func initCheck() hostcheck.Check {
 	c := hostcheck.Check{Name: "stand-alone init", OK: true, MinKernel: "-"}
+	if p := userns.PassedInit(); p != nil {
+		c.Detail = p.Name() + ": checked on the host by the nsbox you started (rootless mode)"
+		return c
+	}
 	f, err := supervisor.InitFile()
 	if err != nil {
 		c.Detail = "not used, runs re-execute nsbox, which starts slower: " + err.Error()

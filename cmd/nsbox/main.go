@@ -20,6 +20,7 @@ import (
 	"github.com/nsbox/nsbox/sandbox/initproc"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/result"
+	"github.com/nsbox/nsbox/sandbox/supervisor"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,7 +43,7 @@ func main() {
 	if needsUserns(os.Args) {
 		// A delegated cgroup's leaf is entered first, so that the
 		// namespace's nsbox is born there (sandbox/cgroup).
-		if err := userns.Enter(cgroup.PrepareDelegated); err != nil {
+		if err := userns.Enter(cgroup.PrepareDelegated, supervisor.InitFile); err != nil {
 			if os.Args[1] != "doctor" {
 				fmt.Fprintf(os.Stderr, "nsbox: rootless mode: %v\n", err)
 				os.Exit(result.ExitSandboxError)

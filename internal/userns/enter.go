@@ -29,7 +29,25 @@ const (
 	// envParent is the pid of the nsbox that made the namespace, for
 	// its child to re-arm its parent-death signal against (Continue).
 	envParent = "NSBOX_USERNS_PARENT"
+	// envInit names the descriptor of the stand-alone init the caller's
+	// nsbox checked on the host (Enter's init argument).
+	envInit = "NSBOX_USERNS_INIT_FD"
 )
+
+// passedInit is the stand-alone init Enter passed down, once Continue
+// took it over; nil when none was.
+var passedInit *os.File
+
+// PassedInit returns the stand-alone init that the nsbox the user started
+// opened and checked on the host, where its owner is root (inside the
+// namespace root's files look unowned, so the check cannot be made
+// there), or nil.
+func PassedInit() *os.File {
+	if !Outer() {
+		return nil
+	}
+	return passedInit
+}
 
 // Outer reports whether this process runs in the outer namespace Enter
 // made.
@@ -105,8 +123,10 @@ func lookTool(name string) (string, error) {
 //
 // prepare, when not nil, runs first, in the caller's process: what must
 // happen before the namespace's nsbox is born (moving into a delegated
-// cgroup's leaf, which it then inherits).
-func Enter(prepare func() error) error {
+// cgroup's leaf, which it then inherits). init, when it returns a file,
+// is the stand-alone init checked here, on the host, and handed down
+// (PassedInit).
+func Enter(prepare func() error, init func() (*os.File, error)) error {
 	if os.Geteuid() == 0 {
 		return nil
 	}
@@ -141,6 +161,11 @@ func Enter(prepare func() error) error {
 		},
 	}
 	var mapped *os.File
+	defer func() {
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+	}()
 	if mode.Subordinate() {
 		// The child execs before its maps exist (newuidmap needs its
 		// pid), so it holds no capabilities yet: it waits on this pipe,
@@ -149,7 +174,6 @@ func Enter(prepare func() error) error {
 		if err != nil {
 			return fmt.Errorf("pipe: %w", err)
 		}
-		defer r.Close()
 		mapped = w
 		defer w.Close()
 		cmd.ExtraFiles = []*os.File{r}
@@ -157,6 +181,12 @@ func Enter(prepare func() error) error {
 	} else {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	}
+	if init != nil {
+		if f, err := init(); err == nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+			cmd.Env = append(cmd.Env, envInit+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+		}
 	}
 	// Signals for nsbox go to the namespace's nsbox, which handles them.
 	sigs := make(chan os.Signal, 8)
@@ -250,6 +280,7 @@ func Continue() {
 	fd := os.Getenv(envWait)
 	if fd == "" {
 		rearmParentDeath()
+		takeInit()
 		return
 	}
 	n, err := strconv.Atoi(fd)
@@ -283,5 +314,29 @@ func rearmParentDeath() {
 	}
 	if strconv.Itoa(os.Getppid()) != want {
 		os.Exit(125) // the nsbox the user started is gone
+	}
+}
+
+// takeInit takes over the stand-alone init Enter passed down: a regular
+// file, moved above the descriptors a run hands its init (they start at
+// 3) and made close-on-exec, so no child inherits it by accident.
+func takeInit() {
+	v := os.Getenv(envInit)
+	if v == "" {
+		return
+	}
+	os.Unsetenv(envInit)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 3 || os.Getenv(EnvOuter) != "1" {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(n, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	high, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, 100)
+	unix.Close(n)
+	if err == nil {
+		passedInit = os.NewFile(uintptr(high), "nsbox-init (checked by the caller's nsbox)")
 	}
 }

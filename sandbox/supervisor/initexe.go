@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/internal/userns"
 )
 
 // InitBinary is the file name of the stand-alone init (cmd/nsbox-init):
@@ -29,6 +31,9 @@ const initFDMin = 100
 // command is the same init.
 var initExe = sync.OnceValue(func() string {
 	f, err := InitFile()
+	if p := userns.PassedInit(); err != nil && p != nil {
+		f, err = p, nil // rootless: checked on the host (internal/userns)
+	}
 	if err != nil {
 		return "/proc/self/exe"
 	}
