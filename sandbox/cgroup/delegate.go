@@ -219,15 +219,9 @@ func (h *host) infoRootless() (Info, error) {
 		}
 	}
 
-	nosocket, err := h.noSocketAccounting()
+	hints, err := h.socketsV2(&info, hints)
 	if err != nil {
 		return Info{}, err
-	}
-	if nosocket {
-		info.Missing = append(info.Missing, SocketMemory)
-		hints = append(hints, hintV2NoSocket)
-	} else {
-		info.Sockets = "memory.max"
 	}
 	info.Hint = strings.Join(hints, "; ")
 	return info, nil

@@ -263,15 +263,8 @@ func (h *host) infoV2() (Info, error) {
 	if notDelegated {
 		hints = append(hints, fmt.Sprintf(hintV2NotDelegated, root))
 	}
-	nosocket, err := h.noSocketAccounting()
-	if err != nil {
+	if hints, err = h.socketsV2(&info, hints); err != nil {
 		return Info{}, err
-	}
-	if nosocket {
-		info.Missing = append(info.Missing, SocketMemory)
-		hints = append(hints, hintV2NoSocket)
-	} else {
-		info.Sockets = "memory.max"
 	}
 	if ro && len(info.Missing) > 0 {
 		hints = append(hints, hintReadOnly)
@@ -345,4 +338,19 @@ func readOnly(path string) (bool, error) {
 		return false, &os.PathError{Op: "statfs", Path: path, Err: err}
 	}
 	return st.Flags&unix.ST_RDONLY != 0, nil
+}
+
+// socketsV2 records how v2 bounds a run's socket buffers (memory.max), or
+// that it cannot (cgroup.memory=nosocket) with its fix among hints.
+func (h *host) socketsV2(info *Info, hints []string) ([]string, error) {
+	nosocket, err := h.noSocketAccounting()
+	if err != nil {
+		return hints, err
+	}
+	if nosocket {
+		info.Missing = append(info.Missing, SocketMemory)
+		return append(hints, hintV2NoSocket), nil
+	}
+	info.Sockets = "memory.max"
+	return hints, nil
 }

@@ -185,7 +185,7 @@ func (r *helperReport) useDelegated() error {
 	if err != nil {
 		return err
 	}
-	// tail keeps a newline-free input whole: it grows to 200 MiB at most.
+	// tail keeps a newline-free input whole: it grows with what head sends, past the limit.
 	cmd, err = startInto(oom, "head -c 200M /dev/zero | tail > /dev/null")
 	if err != nil {
 		return err

@@ -298,7 +298,7 @@ func TestRealOOM(t *testing.T) {
 	h := realHost(t)
 	parent := testParent(t, h)
 	c := newReal(t, h, parent, "oom", Limits{MemoryBytes: 32 << 20, Pids: 10, CPUs: 1})
-	// tail keeps a newline-free input whole: it grows to 200 MiB at most.
+	// tail keeps a newline-free input whole: it grows with what head sends, past the limit.
 	ch := startIn(t, c, "head -c 200M /dev/zero | tail > /dev/null")
 	ch.release()
 	err := ch.wait(t, 20*time.Second)
