@@ -30,14 +30,16 @@ func dropBoundingSet() error {
 }
 
 // lastCap reads the highest capability number this kernel knows.
-func lastCap() (int, error) {
-	const p = "/proc/sys/kernel/cap_last_cap"
+func lastCap() (int, error) { return readSysctlInt("/proc/sys/kernel/cap_last_cap", 0, 63) }
+
+// readSysctlInt reads a /proc/sys integer and refuses one outside [lo, hi].
+func readSysctlInt(p string, lo, hi int) (int, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", p, err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 || n > 63 {
+	if err != nil || n < lo || n > hi {
 		return 0, fmt.Errorf("read %s: unexpected value %q", p, b)
 	}
 	return n, nil
@@ -212,14 +214,5 @@ func verifyCwd(dir string) error {
 
 // overflowGID is the gid an unmapped group shows as.
 func overflowGID() (int, error) {
-	const p = "/proc/sys/kernel/overflowgid"
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("read %s: unexpected value %q", p, b)
-	}
-	return n, nil
+	return readSysctlInt("/proc/sys/kernel/overflowgid", 0, 1<<32-1)
 }
