@@ -56,7 +56,7 @@ func decode(file string, data []byte) (*layer, error) {
 	if err := d.checkTables(); err != nil {
 		return nil, err
 	}
-	l := &layer{d: d, set: map[string]bool{}, edits: map[string]listEdit{}, p: Policy{Env: map[string]string{}, Allowlist: Allowlist{Preload: []string{}}}}
+	l := &layer{d: d, set: map[string]bool{}, edits: map[string]listEdit{}, p: Policy{Env: map[string]string{}, Network: Network{Allow: []string{}}, Allowlist: Allowlist{Preload: []string{}}}}
 	for i := range schema {
 		if err := l.decodeKey(&schema[i]); err != nil {
 			return nil, err

@@ -27,6 +27,7 @@ type Policy struct {
 	Limits      Limits
 	Filesystem  Filesystem
 	Sandbox     Sandbox
+	Network     Network
 	Allowlist   Allowlist
 	Audit       Audit
 	// SHA256 identifies what the run got, for the audit log: the hash of
@@ -100,6 +101,26 @@ type Sandbox struct {
 	// built-in seccomp profile's loopback variant)
 	LoopbackSockets bool
 }
+
+// Network says whether the program reaches anything outside its sandbox:
+// nothing (NetworkNone), or the named hosts through nsbox's proxy
+// (NetworkAllowlist, docs/network.md).
+type Network struct {
+	Mode           string   // network.mode: NetworkNone or NetworkAllowlist
+	Allow          []string // network.allow: "host:port" entries (netproxy.ParseRule)
+	MaxConnections int64    // network.max_connections: concurrent connections through the proxy
+	MaxBytes       Size     // network.max_bytes: bytes through the proxy per run, both ways
+}
+
+// Network modes.
+const (
+	NetworkNone      = "none"      // loopback only; the default
+	NetworkAllowlist = "allowlist" // HTTP(S) to network.allow through the proxy
+)
+
+// Allowlisted reports whether the policy lets the program reach the
+// network.allow hosts through the proxy.
+func (p *Policy) Allowlisted() bool { return p.Network.Mode == NetworkAllowlist }
 
 // Requirements are the protections a policy can require, in check order.
 var Requirements = []string{"namespaces", "cgroups", "seccomp", "landlock", "memfd_noexec", "bounded_workspace"}

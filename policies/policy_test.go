@@ -63,6 +63,7 @@ func TestBuiltins(t *testing.T) {
 				Limits:      tt.limits,
 				Filesystem:  Filesystem{TmpSize: tt.tmp, ShmSize: tt.shm},
 				Sandbox:     tt.sandbox,
+				Network:     Network{Mode: NetworkNone, Allow: []string{}},
 				Allowlist:   tt.allow, // the shipped lists are sandbox/pyrunner's
 				Audit:       Audit{StoreCode: tt.storeCode},
 				SHA256:      p.SHA256,

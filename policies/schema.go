@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nsbox/nsbox/sandbox/netproxy"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	seccompprofiles "github.com/nsbox/nsbox/seccomp-profiles"
 )
@@ -261,6 +262,54 @@ var schema = []Key{
 			"built-in profile or `\"none\"` in `sandbox.seccomp`: a profile of your own decides for itself.",
 		field: func(p *Policy) any { return &p.Sandbox.LoopbackSockets },
 		check: checkLoopbackSockets,
+	},
+	{
+		Name: "network.mode", Example: `"none"`,
+		Doc: "What the program can reach beyond its sandbox. `none`: nothing; its network namespace has only " +
+			"loopback. `allowlist`: HTTP and HTTPS to the hosts of `network.allow`, through a proxy nsbox serves " +
+			"from the host on the sandbox's loopback (`HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point at it); " +
+			"the program still has no route, no resolver and no UDP, and every connection is in the result and " +
+			"the audit log (docs/network.md). Absent: `none`. `nsbox run --network none` turns `allowlist` off " +
+			"for one run.",
+		field:  func(p *Policy) any { return &p.Network.Mode },
+		values: func() []string { return []string{NetworkNone, NetworkAllowlist} },
+		allowed: func() string {
+			return `"none" (loopback only) or "allowlist" (HTTP and HTTPS to network.allow through nsbox's proxy)`
+		},
+		check: checkNetworkMode,
+	},
+	{
+		Name: "network.allow", Example: `["api.example.com:443", "*.pypi.org:443", "127.0.0.1:8080"]`,
+		Doc: "The hosts the proxy connects to in `allowlist` mode, each `host:port`: a DNS name, a wildcard " +
+			"`*.name` (any name below `name`, never `name` itself) or an IP literal (`[::1]:8080` for IPv6); the " +
+			"port is required. Names are resolved on the host, and a name that resolves to a loopback, private or " +
+			"link-local address is refused (DNS rebinding): such addresses are reachable only through an IP " +
+			"literal entry. Everything else is refused with an HTTP 403 that names the policy and the host.",
+		field: func(p *Policy) any { return &p.Network.Allow },
+		allowed: func() string {
+			return `an array of "host:port" entries: a name, "*.name" or an IP literal, port 1..65535, such as ["api.example.com:443"]`
+		},
+		elem: func(k *Key, e string) string {
+			if _, err := netproxy.ParseRule(e); err != nil {
+				return fmt.Sprintf("%q: %v (allowed: %s)", e, err, k.Allowed())
+			}
+			return ""
+		},
+	},
+	{
+		Name: "network.max_connections", Example: `32`, Unit: "connections at once",
+		Doc: "Most connections through the proxy at the same time; one more is refused. Each holds a fixed " +
+			"amount of the supervisor's memory (docs/network.md), so this also bounds what the proxy can hold " +
+			"for the program.",
+		field:  func(p *Policy) any { return &p.Network.MaxConnections },
+		bounds: intRange{1, 1024},
+	},
+	{
+		Name: "network.max_bytes", Example: `"256MiB"`,
+		Doc: "Most bytes through the proxy in one run (a session: its whole life), both ways together; the " +
+			"connection that reaches it is closed and later ones are refused.",
+		field:  func(p *Policy) any { return &p.Network.MaxBytes },
+		bounds: sizeRange{kib, 64 * gib},
 	},
 	{
 		Name: "allowlist.imports", Required: true, Example: `["math", "json"]`,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,10 @@ func (p *Policy) check(at reporter) error {
 		if k.field == nil {
 			continue
 		}
-		if k.bounds != nil {
+		// An optional key left out keeps its zero value, which its
+		// range need not include (network.max_connections without
+		// network); the key's own check decides when it is needed.
+		if k.bounds != nil && (k.Required || !reflect.ValueOf(k.value(p)).IsZero()) {
 			if msg := k.bounds.problem(k.value(p)); msg != "" {
 				return at(k.Name, "%s", msg)
 			}
@@ -146,6 +150,29 @@ func checkLoopbackSockets(k *Key, p *Policy, at reporter) error {
 	sc := p.Sandbox.Seccomp
 	if p.Sandbox.LoopbackSockets && sc != "none" && !slices.Contains(seccompprofiles.Names(), sc) {
 		return at(k.Name, `true needs a built-in seccomp profile or "none" in sandbox.seccomp, not %q: a profile of your own allows the sockets it names (allowed: false, or allow AF_INET and AF_INET6 in the profile)`, sc)
+	}
+	return nil
+}
+
+// checkNetworkMode: allowlist needs the sockets that reach the proxy
+// (AF_INET stream sockets, which a built-in profile's proxy variant
+// allows), and limits on what the proxy does for the program.
+func checkNetworkMode(k *Key, p *Policy, at reporter) error {
+	switch p.Network.Mode {
+	case "", NetworkNone:
+		return nil
+	case NetworkAllowlist:
+	default:
+		return at(k.Name, "%q is not a network mode (allowed: %s)", p.Network.Mode, k.Allowed())
+	}
+	if sc := p.Sandbox.Seccomp; sc != "none" && !slices.Contains(seccompprofiles.Names(), sc) {
+		return at(k.Name, `"allowlist" needs a built-in seccomp profile or "none" in sandbox.seccomp, not %q: a profile of your own decides which sockets exist (allowed: "none", or a built-in profile)`, sc)
+	}
+	if p.Network.MaxConnections == 0 {
+		return at(k.Name, `"allowlist" needs network.max_connections (allowed: set it, such as max_connections = 32)`)
+	}
+	if p.Network.MaxBytes == 0 {
+		return at(k.Name, `"allowlist" needs network.max_bytes (allowed: set it, such as max_bytes = "256MiB")`)
 	}
 	return nil
 }
