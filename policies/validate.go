@@ -211,7 +211,8 @@ func checkPreload(k *Key, p *Policy, at reporter) error {
 }
 
 // reservedEnv lists names a policy may not set, with the reason: the
-// environment nsbox gives every program (spec.BaseEnv, spec.ThreadEnv),
+// environment nsbox gives every program (spec.BaseEnv, spec.ThreadEnv,
+// spec.ProxyEnv),
 // and the variables that would change what runs.
 var reservedEnv = func() map[string]string {
 	m := map[string]string{
@@ -229,6 +230,10 @@ var reservedEnv = func() map[string]string {
 	}
 	for _, name := range spec.ThreadEnv {
 		m[name] = "nsbox sets it from limits.cpus"
+	}
+	for _, kv := range spec.ProxyEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		m[name] = "nsbox sets it in network allowlist mode (its proxy)"
 	}
 	return m
 }()

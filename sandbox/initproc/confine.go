@@ -43,32 +43,51 @@ func setRlimits(limits []spec.Rlimit) error {
 var landlockWritableFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // applyLandlock restricts this thread, and so the program it execs, with
-// a Landlock ruleset covering filesystem access only (network and scope
-// rights are left to the network namespace and the PID namespace). The
-// ruleset uses the newest ABI go-landlock knows, downgraded to what the
-// kernel has. It returns the kernel's ABI version, 0 when the kernel has
-// no Landlock (the supervisor decides beforehand whether that is fatal).
+// a Landlock ruleset: the filesystem (read-only but for
+// spec.WritableDirs) and, with connectPorts, TCP as well: the program may
+// connect to those ports only and bind none (network allowlist mode: the
+// proxy's port). Scope rights are left to the PID namespace. The ruleset
+// uses the newest ABI go-landlock knows, downgraded to what the kernel
+// has: network rules need ABI 4, and an older kernel enforces the
+// filesystem part alone. It returns the kernel's ABI version, 0 when the
+// kernel has no Landlock (the supervisor decides beforehand whether that
+// is fatal).
 //
 // Enforcement is per thread: the init is locked to its OS thread and
 // execs from it, so the whole program is covered; the Go runtime's other
 // threads vanish at execve. no_new_privs must already be set.
-func applyLandlock() (int, error) {
-	return restrictPaths(spec.WritableDirs, landlockWritableFiles)
+func applyLandlock(connectPorts ...uint16) (int, error) {
+	return restrict(spec.WritableDirs, landlockWritableFiles, connectPorts)
 }
 
 // restrictPaths enforces a filesystem ruleset on this thread: read and
 // execute everywhere, write only in dirs and to files.
 func restrictPaths(dirs, files []string) (int, error) {
+	return restrict(dirs, files, nil)
+}
+
+// restrict enforces restrictPaths' filesystem ruleset and, when
+// connectPorts is not nil, a network one: TCP connect to those ports
+// only, no TCP bind (and, where the kernel knows them, the same for UDP).
+func restrict(dirs, files []string, connectPorts []uint16) (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		return 0, nil
 	}
-	cfg := landlock.MustConfig(landlock.V11.HandledAccessFS).BestEffort()
-	fd, flags, err := cfg.NewRulesetFD(
+	args := []any{landlock.V11.HandledAccessFS}
+	rules := []landlock.Rule{
 		landlock.RODirs("/"),
 		landlock.RWDirs(dirs...),
 		landlock.RWFiles(files...).IgnoreIfMissing(),
-	)
+	}
+	if connectPorts != nil {
+		args = append(args, landlock.V11.HandledAccessNet)
+		for _, port := range connectPorts {
+			rules = append(rules, landlock.ConnectTCP(port))
+		}
+	}
+	cfg := landlock.MustConfig(args...).BestEffort()
+	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return 0, fmt.Errorf("landlock ruleset: %w", err)
 	}

@@ -3,6 +3,8 @@ package initproc
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(landlockChild(os.Getenv("DIR")))
 	case "rlimits":
 		os.Exit(rlimitsChild())
+	case "landlock-net":
+		os.Exit(landlockNetChild(os.Getenv("ALLOWED"), os.Getenv("OTHER")))
 	}
 	os.Exit(m.Run())
 }
@@ -103,6 +107,77 @@ func TestLandlockOnlyWritableDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ro", "new")); err == nil {
 		t.Error("the write outside the writable dirs reached the disk")
+	}
+}
+
+// landlockNetChild restricts itself as allowlist mode does (connect to
+// the port of ALLOWED only) and reports what connecting to ALLOWED and to
+// OTHER, and binding a port, give.
+func landlockNetChild(allowed, other string) int {
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("prctl:", err)
+		return 1
+	}
+	ap, err := netip.ParseAddrPort(allowed)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if _, err := restrict([]string{"/tmp"}, nil, []uint16{ap.Port()}); err != nil {
+		fmt.Println("restrict:", err)
+		return 1
+	}
+	try := func(what string, f func(fd int) error) {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			defer unix.Close(fd)
+			err = f(fd)
+		}
+		var errno syscall.Errno
+		switch {
+		case err == nil:
+			fmt.Printf("%s=ok\n", what)
+		case errors.As(err, &errno):
+			fmt.Printf("%s=%s\n", what, unix.ErrnoName(errno))
+		default:
+			fmt.Printf("%s=%v\n", what, err)
+		}
+	}
+	connect := func(addr string) func(int) error {
+		ap := netip.MustParseAddrPort(addr)
+		return func(fd int) error {
+			return unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+		}
+	}
+	try("connect-allowed", connect(allowed))
+	try("connect-other", connect(other))
+	try("bind", func(fd int) error { return unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}) })
+	return 0
+}
+
+// TestLandlockNetOnlyProxyPort: with allowlist mode's ruleset, TCP
+// reaches the proxy's port only (EACCES for another listening port) and
+// no port can be bound. The listeners are the test's own on 127.0.0.1.
+func TestLandlockNetOnlyProxyPort(t *testing.T) {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil || abi < 4 {
+		mustwork.Skip(t, "kernel without Landlock network rules (ABI %d < 4): %v", abi, err)
+	}
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	out := reexec(t, "landlock-net", "ALLOWED="+addrs[0], "OTHER="+addrs[1])
+	for _, want := range []string{"connect-allowed=ok", "connect-other=EACCES", "bind=EACCES"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("want %q in child output:\n%s", want, out)
+		}
 	}
 }
 

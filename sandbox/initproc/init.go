@@ -154,6 +154,15 @@ func run(syncFD int, started int64) error {
 		return result.StepError("loopback up", err)
 	}
 	tr.Mark("loopback up")
+	// Network allowlist mode: the proxy endpoint, listening on loopback
+	// here and served from the host. The program gets no route, no
+	// resolver and no other interface; the supervisor dials for it.
+	if s.Proxy {
+		if err := sendProxyListener(syncFD); err != nil {
+			return result.StepError("proxy listener", err)
+		}
+		tr.Mark("proxy listener")
+	}
 
 	// New session: the program has no controlling terminal, so it cannot
 	// push input into the caller's terminal with TIOCSTI.
@@ -208,9 +217,15 @@ func run(syncFD int, started int64) error {
 	}
 	tr.Mark("no_new_privs")
 	// A second fence behind the read-only mounts: even a mount the program
-	// could somehow make writable stays read-only to it.
+	// could somehow make writable stays read-only to it. In allowlist mode
+	// it also keeps TCP to the proxy's port, behind the seccomp filter
+	// that allows stream sockets only.
 	if s.Landlock {
-		if _, err := applyLandlock(); err != nil {
+		var ports []uint16
+		if s.Proxy {
+			ports = []uint16{spec.ProxyPort}
+		}
+		if _, err := applyLandlock(ports...); err != nil {
 			return result.StepError("landlock", err)
 		}
 		tr.Mark("landlock")

@@ -56,6 +56,11 @@ type Plan struct {
 	// Workspace bounds /workspace.
 	Workspace Workspace `json:"workspace"`
 
+	// Network is network allowlist mode: the proxy the supervisor serves
+	// on the run's loopback and what it lets through; nil for no network
+	// (loopback only).
+	Network *Network `json:"network,omitempty"`
+
 	// Runner is the Python runner's config but for its report descriptor,
 	// which the supervisor assigns (spec.Layout).
 	Runner pyrunner.Config `json:"runner"`
@@ -77,6 +82,13 @@ type Workspace struct {
 	// RequireBounded refuses a caller's directory whose filesystem is
 	// larger than Size or Inodes (the policy requires bounded_workspace).
 	RequireBounded bool `json:"require_bounded"`
+}
+
+// Network is what the proxy of allowlist mode allows (docs/network.md).
+type Network struct {
+	Allow          []string `json:"allow"`           // "host:port" entries, as sandbox/netproxy.ParseRule reads them
+	MaxConnections int64    `json:"max_connections"` // at once
+	MaxBytes       int64    `json:"max_bytes"`       // through the proxy in the run, both ways
 }
 
 // Policy is what the result and the audit log record of the policy.

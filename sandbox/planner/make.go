@@ -45,6 +45,9 @@ type Flags struct {
 	// allowlist.preload while it waits. A cold run leaves it unset: it
 	// would only add the imports' time to the run.
 	Warm bool
+	// NoNetwork turns a policy's network allowlist mode off for this run
+	// (--network none): loopback only. Nothing turns it on.
+	NoNetwork bool
 	// Outputs asks the runner for display outputs after the program
 	// (the service's runs, as its sessions' cells have them): a final
 	// bare expression's value, the matplotlib figures left open.
@@ -90,6 +93,14 @@ func Make(p *policies.Policy, f Flags, h plan.Host) (*plan.Plan, error) {
 			Memory: fmt.Sprintf("memory limit %v", q.Limits.Memory),
 		},
 	}
+	if q.Allowlisted() && !f.NoNetwork {
+		pl.Network = &plan.Network{
+			Allow:          q.Network.Allow,
+			MaxConnections: q.Network.MaxConnections,
+			MaxBytes:       int64(q.Network.MaxBytes),
+		}
+		pl.Env = append(pl.Env, spec.ProxyEnv...)
+	}
 	pl.Limits = limits(&q, false)
 	if h.Unmet != nil {
 		return pl, result.StepError("requirements", h.Unmet)
@@ -114,9 +125,14 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 		case h.Seccomp.OK:
 			pl.Seccomp = p.Sandbox.Seccomp
 			// The profile's variant compiled with AF_INET and AF_INET6
-			// (policy validation allows the switch with built-ins only).
-			if p.Sandbox.LoopbackSockets {
+			// (policy validation allows the switch with built-ins only);
+			// in allowlist mode, with the TCP sockets that reach the
+			// proxy and no others.
+			switch {
+			case p.Sandbox.LoopbackSockets:
 				pl.Seccomp += seccomp.LoopbackSuffix
+			case pl.Network != nil:
+				pl.Seccomp += seccomp.LoopbackSuffix // NETWORK-TODO ProxySuffix
 			}
 		case p.Requires(hostcheck.Seccomp):
 			return refuse("seccomp", h.Seccomp.Why)

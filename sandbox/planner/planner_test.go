@@ -61,6 +61,11 @@ var goldenCases = []struct {
 	// loopback_sockets: the loopback variant of default's filter, and a
 	// socket share of the memory for cgroup v1.
 	{"loopback", "testdata/loopback.toml", Flags{}, fullHost},
+	// Network allowlist mode: the proxy's allow list and limits, the
+	// proxy environment, the filter variant with TCP sockets.
+	{"allowlist", "testdata/allowlist.toml", Flags{}, fullHost},
+	// --network none turns it off for the run: default's plan.
+	{"allowlist-network-none", "testdata/allowlist.toml", Flags{NoNetwork: true}, fullHost},
 	// memfd_noexec required, seccomp not: refused on a host without
 	// seccomp by the planner itself (Unmet is nil here).
 	{"memfd-required-bare-host", "testdata/memfd-required.toml", Flags{}, bareHost},

@@ -1,5 +1,7 @@
 package spec
 
+import "strings"
+
 // The sandbox as the program sees it. These facts are shared by the
 // supervisor, the init and the Python runner (which gets WritableDirs
 // through its config); they are written here and nowhere else.
@@ -81,6 +83,27 @@ var BaseEnv = []string{
 	"PYTHONDONTWRITEBYTECODE=1",
 	"PYTHONUNBUFFERED=1",
 }
+
+// ProxyPort and ProxyAddr are where a run in network allowlist mode
+// finds nsbox's proxy, on its own loopback (Spec.Proxy).
+const (
+	ProxyPort = 3128
+	ProxyAddr = "127.0.0.1:3128"
+)
+
+// ProxyEnv is what points the program's HTTP clients (urllib, requests,
+// httpx) at the proxy in allowlist mode: both spellings of each name,
+// since clients differ in which they read, and an empty NO_PROXY so that
+// no host, not even 127.0.0.1, bypasses it. A policy may not set these
+// names.
+var ProxyEnv = func() []string {
+	url := "http://" + ProxyAddr
+	var e []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		e = append(e, k+"="+url, strings.ToLower(k)+"="+url)
+	}
+	return append(e, "NO_PROXY=", "no_proxy=")
+}()
 
 // ThreadEnv are the thread-pool sizes of numeric libraries, set from the
 // CPU quota: they size their pools to the host's cores unless told, and

@@ -48,6 +48,12 @@ func DecodeReady(b []byte) (steps []trace.Mark, ok bool, err error) {
 	return steps, true, nil
 }
 
+// Listener is the init's message that carries, as SCM_RIGHTS, the socket
+// listening on ProxyAddr in the run's network namespace (Spec.Proxy). It
+// comes before Ready; the init closes its own copy before the program
+// starts.
+var Listener = []byte{'L'}
+
 // Exit is the first byte of the reaper's one message on its exit pipe
 // (FDs.Status): the program's wait status, in decimal, written when the
 // program has ended and right before the reaper exits. No message means

@@ -8,6 +8,7 @@
 //
 //	supervisor → init   Spec (JSON)          right after start
 //	supervisor → init   Go                   right after the Spec
+//	init → supervisor   Listener + socket    with Spec.Proxy, the proxy endpoint
 //	init → supervisor   InitError (JSON)     if a setup step failed
 //	init → supervisor   Ready                after the last setup step
 //	init → supervisor   InitError (JSON)     if execve failed
@@ -35,7 +36,8 @@ import (
 // 5: Trace (the init times its steps and sends them with Ready).
 // 6: a failed step is sent as result.SandboxError (errno by name).
 // 7: a reaper is PID 1 and reports the program's wait status (Exit).
-const Version = 7
+// 8: Proxy (the init listens on ProxyAddr and sends the socket, Listener).
+const Version = 8
 
 // Bind is one bind mount into the new root. The supervisor prepares it as
 // a detached mount (open_tree + mount_setattr, flags final) and passes the
@@ -95,6 +97,13 @@ type Spec struct {
 	// execve. The supervisor compiles it; the init never runs libseccomp.
 	// Empty means no filter.
 	Seccomp []byte `json:"seccomp,omitempty"`
+	// Proxy asks for the proxy endpoint of network allowlist mode: the
+	// init listens on ProxyAddr in the run's network namespace, sends
+	// the listening socket to the supervisor (Listener), which serves it
+	// from the host, and keeps none of it. With Landlock (ABI 4 and
+	// later) the program may then connect to ProxyPort only, and bind
+	// no TCP port.
+	Proxy bool `json:"proxy,omitempty"`
 	// Trace asks the init to time each setup step and send the times with
 	// Ready (nsbox run --trace-phases). Off, a step costs one branch.
 	Trace bool `json:"trace,omitempty"`
