@@ -83,13 +83,14 @@ type Result struct {
 	CPUMS           *int64        `json:"cpu_ms"`            // CPU time of all the run's processes, from the cgroup; nil without a cgroup or if the program never started
 	PeakMemoryBytes *int64        `json:"peak_memory_bytes"` // peak memory of the run's cgroup; nil likewise
 	Policy          string        `json:"policy"`
-	Limits          *Limits       `json:"limits"`           // effective limits; nil only if the run was refused before a policy was resolved
-	LimitsReached   []string      `json:"limits_reached"`   // limits the program ran into without the run being ended, from ReachedNames; [] when none
-	Sandbox         *Sandbox      `json:"sandbox"`          // protections that were active; nil if no sandbox was started
-	Violations      []Violation   `json:"violations"`       // what the Python policy layer refused or recorded; [] when nothing
-	Phases          []Phase       `json:"phases,omitempty"` // where the time went, with --trace-phases only
-	Files           []File        `json:"files,omitzero"`   // the workspace's regular files after the run, when the caller asked; [] when none
-	Error           *SandboxError `json:"error,omitempty"`  // only with StatusSandboxError
+	Limits          *Limits       `json:"limits"`            // effective limits; nil only if the run was refused before a policy was resolved
+	LimitsReached   []string      `json:"limits_reached"`    // limits the program ran into without the run being ended, from ReachedNames; [] when none
+	Sandbox         *Sandbox      `json:"sandbox"`           // protections that were active; nil if no sandbox was started
+	Violations      []Violation   `json:"violations"`        // what the Python policy layer refused or recorded; [] when nothing
+	Phases          []Phase       `json:"phases,omitempty"`  // where the time went, with --trace-phases only
+	Files           []File        `json:"files,omitzero"`    // the workspace's regular files after the run, when the caller asked; [] when none
+	Network         *Network      `json:"network,omitempty"` // the connections through the proxy, in network allowlist mode only
+	Error           *SandboxError `json:"error,omitempty"`   // only with StatusSandboxError
 
 	// Display outputs, when the runner was asked for them: a final
 	// expression's value, figures, tables. Never stored in the audit log.
@@ -105,7 +106,7 @@ type Result struct {
 // Violation is one thing the Python policy layer refused (an import, a
 // builtin, an audit event) or, for the static check, found in the code.
 type Violation struct {
-	Kind   string `json:"kind"`   // ViolationImport, ViolationBuiltin, ViolationEvent or ViolationAttribute
+	Kind   string `json:"kind"`   // ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute or ViolationNetwork
 	Name   string `json:"name"`   // the module, builtin, event or attribute, e.g. "os", "eval", "subprocess.Popen", "__globals__"
 	Line   int    `json:"line"`   // 1-based line in the program; 0 when unknown
 	Col    int    `json:"col"`    // 0-based column as Python's ast reports it; 0 when unknown
@@ -153,6 +154,7 @@ const (
 	ViolationBuiltin   = "builtin"
 	ViolationEvent     = "event"
 	ViolationAttribute = "attribute"
+	ViolationNetwork   = "network" // a connection or a name lookup that network allowlist mode refused
 )
 
 // New returns a Result for run id under the named policy, with Schema set.

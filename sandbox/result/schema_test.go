@@ -159,12 +159,18 @@ func TestSchemaMatchesStruct(t *testing.T) {
 		t.Error("schema violations has no items")
 	} else {
 		checkObject(t, "violations[]", *items, reflect.TypeFor[Violation]())
-		kinds := []string{ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute}
+		kinds := []string{ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute, ViolationNetwork}
 		if got := items.Properties["kind"].Enum; !slices.Equal(got, kinds) {
 			t.Errorf("schema violations[].kind enum %v, want %v", got, kinds)
 		}
 	}
 
+	checkObject(t, "network", s.Properties["network"], reflect.TypeFor[Network]())
+	if items := s.Properties["network"].Properties["connections"].Items; items == nil {
+		t.Error("schema network.connections has no items")
+	} else {
+		checkObject(t, "network.connections[]", *items, reflect.TypeFor[Connection]())
+	}
 	checkObject(t, "exception", s.Properties["exception"], reflect.TypeFor[Exception]())
 	if items := s.Properties["outputs"].Items; items == nil {
 		t.Error("schema outputs has no items")
@@ -256,6 +262,7 @@ func TestDocMatchesStruct(t *testing.T) {
 		reflect.TypeFor[Result](), reflect.TypeFor[SandboxError](),
 		reflect.TypeFor[Limits](), reflect.TypeFor[Sandbox](),
 		reflect.TypeFor[Output](), reflect.TypeFor[Exception](),
+		reflect.TypeFor[Network](), reflect.TypeFor[Connection](),
 	} {
 		all, _ := jsonFields(typ)
 		names = append(names, all...)
