@@ -194,6 +194,7 @@ func newSpec(o Options, root *roots.Root, fds spec.FDs, tasks []*os.File, filter
 		Rlimits:  pl.Rlimits,
 		Landlock: pl.LandlockABI > 0,
 		Seccomp:  filter,
+		Proxy:    pl.Network != nil,
 		Trace:    o.Trace.On(), // the init's steps become "init: ..." phases
 	}
 	for i, f := range tasks {

@@ -52,7 +52,10 @@ type launch struct {
 	stdout *os.File // read ends
 	stderr *os.File
 	status *os.File      // read end of the reaper's exit pipe
-	exited chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
+	// listener is the proxy endpoint the init sent (spec.Listener), until
+	// the proxy takes it; nil without one.
+	listener *os.File
+	exited   chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
 	err    error         // cmd.Wait's error, once exited is closed
 
 	exitOnce sync.Once // programExit reads the exit pipe once
@@ -276,7 +279,7 @@ func (l *launch) closeHostEnds() error {
 		unix.Close(l.sync)
 		l.sync = -1
 	}
-	closeAll(l.stdin, l.stdout, l.stderr, l.status)
+	closeAll(l.stdin, l.stdout, l.stderr, l.status, l.listener)
 	return nil
 }
 
@@ -322,7 +325,7 @@ func (l *launch) awaitExec(onReady func([]trace.Mark)) error {
 	buf := make([]byte, spec.MaxMessage)
 	ready, reset := false, false
 	for {
-		n, err := unix.Read(l.sync, buf)
+		n, err := l.recvSync(buf)
 		if err == unix.EINTR {
 			continue
 		}
