@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/job"
 	"github.com/nsbox/nsbox/sandbox/planner"
 )
@@ -22,6 +23,7 @@ type runRequest struct {
 	Policy       string            `json:"policy"`
 	Timeout      *float64          `json:"timeout"`      // seconds; at most the policy's
 	OutputLimit  *int64            `json:"output_limit"` // bytes per stream; at most the policy's
+	Network      string            `json:"network"`      // "none": no network, even where the policy allows hosts
 	Labels       map[string]string `json:"labels"`
 	Files        []fileIn          `json:"files"`
 	CollectFiles bool              `json:"collect_files"`
@@ -121,6 +123,13 @@ func runFlags(req runRequest) (planner.Flags, error) {
 			return f, fmt.Errorf("output_limit %d: must be a positive number of bytes", *n)
 		}
 		f.OutputLimit = *n
+	}
+	switch req.Network {
+	case "":
+	case policies.NetworkNone:
+		f.NoNetwork = true
+	default:
+		return f, fmt.Errorf("network %q: only %q turns the policy's network off for this run; nothing widens it", req.Network, policies.NetworkNone)
 	}
 	return f, nil
 }

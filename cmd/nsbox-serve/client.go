@@ -38,9 +38,11 @@ func clientMain(args []string) int {
 		Policy      string            `json:"policy"`
 		Timeout     *float64          `json:"timeout,omitempty"`
 		OutputLimit *int64            `json:"output_limit,omitempty"`
+		Network     string            `json:"network,omitempty"`
 		Labels      map[string]string `json:"labels,omitempty"`
 	}
 	fs.StringVar(&req.Policy, "policy", "", "")
+	fs.StringVar(&req.Network, "network", "", "")
 	timeout := fs.Float64("timeout", 0, "")
 	outputLimit := fs.Int64("output-limit", 0, "")
 	fs.Func("label", "", func(v string) error {

@@ -40,6 +40,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON result object instead of the program's output"},
 			onceFlag("timeout", nil, "", "wall-clock limit, at most the policy's (e.g. 2s)"),
 			onceFlag("output-limit", nil, "", "byte cap per stream, at most the policy's (e.g. 16KiB)"),
+			onceFlag("network", nil, "", `"none": no network for this run, even where the policy allows hosts (nothing on the command line widens it)`),
 			onceFlag("workspace", nil, "", "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"),
 			&cli.BoolFlag{Name: "trace-phases", Usage: "record how long each phase of the run took (result field phases; on stderr in plain mode)"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
@@ -164,7 +165,8 @@ func stopOnSignals() (context.Context, func()) {
 }
 
 // planFlags reads the flags that narrow the policy: --timeout and
-// --output-limit, each positive and at most the policy's.
+// --output-limit, each positive and at most the policy's, and --network
+// none.
 func planFlags(c *cli.Context) (planner.Flags, error) {
 	var f planner.Flags
 	if c.IsSet("timeout") {
@@ -183,6 +185,12 @@ func planFlags(c *cli.Context) (planner.Flags, error) {
 			return f, result.StepError("input", err)
 		}
 		f.OutputLimit = n
+	}
+	if c.IsSet("network") {
+		if v := c.String("network"); v != policies.NetworkNone {
+			return f, result.StepError("input", fmt.Errorf("--network %q: only %q turns the policy's network off for this run; nothing widens it (the hosts a run reaches are the policy's network.allow)", v, policies.NetworkNone))
+		}
+		f.NoNetwork = true
 	}
 	return f, nil
 }
@@ -248,6 +256,9 @@ func runRemote(c *cli.Context) error {
 	}
 	if flags.OutputLimit > 0 {
 		args = append(args, fmt.Sprintf("--output-limit=%d", flags.OutputLimit))
+	}
+	if flags.NoNetwork {
+		args = append(args, "--network="+policies.NetworkNone)
 	}
 	if _, err := job.ParseLabels(c.StringSlice("label")); err != nil {
 		return fail(err)

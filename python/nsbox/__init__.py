@@ -2,7 +2,7 @@
 
 The public API (docs/python.md has the guide):
 
-    nsbox.run(code, *, policy="default", timeout=None, output_limit=None,
+    nsbox.run(code, *, policy="default", timeout=None, output_limit=None, network=None,
               files=None, labels=None, server=None, token=None) -> Result
         One program in a fresh sandbox. Through the service when one is
         configured (server=, NSBOX_SERVER, or /run/nsbox/nsbox.sock) or this
@@ -74,9 +74,11 @@ from .errors import (
 )
 from .results import (
     CellError,
+    Connection,
     Execution,
     FileInfo,
     Limits,
+    NetworkInfo,
     Output,
     Phase,
     Result,
@@ -108,12 +110,14 @@ __all__ = [
     "BadRequest",
     "CellError",
     "Conflict",
+    "Connection",
     "Execution",
     "FileInfo",
     "FileNotFound",
     "Files",
     "LimitExceeded",
     "Limits",
+    "NetworkInfo",
     "NsboxError",
     "Output",
     "Phase",

@@ -32,6 +32,7 @@ def run(
     policy: str = "default",
     timeout: Optional[float] = None,
     output_limit: Optional[int] = None,
+    network: Optional[str] = None,
     files: Optional[Mapping[str, FileData]] = None,
     labels: Optional[Mapping[str, str]] = None,
     server: Optional[str] = None,
@@ -40,17 +41,18 @@ def run(
     """Runs code in a fresh sandbox under policy and returns its Result.
 
     timeout (seconds) and output_limit (bytes per stream) can only lower
-    the policy's; files ({path: bytes or str}) are placed in /workspace
+    the policy's; network="none" turns a policy's network allowlist off
+    for this run (nothing widens it); files ({path: bytes or str}) are placed in /workspace
     first; labels are recorded in the audit log. server ("unix:PATH" or
     "tcp:HOST:PORT") and token choose a service explicitly. The program's
     failure is in the Result (status, exit_code, stderr); errors are
     raised only when no run could be attempted."""
-    _check_args(timeout, output_limit)
+    _check_args(timeout, output_limit, network)
     ep = _endpoint(server, token)
     if ep is not None:
-        payload = _payload(code, policy, timeout, output_limit, files, labels)
+        payload = _payload(code, policy, timeout, output_limit, network, files, labels)
         return _result(Client(ep).json("POST", "/v1/runs", payload, 200))
-    argv, ws = _argv(find_binary(), policy, timeout, output_limit, files, labels)
+    argv, ws = _argv(find_binary(), policy, timeout, output_limit, network, files, labels)
     try:
         p = subprocess.run(argv, input=code.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as e:
@@ -67,6 +69,7 @@ async def arun(
     policy: str = "default",
     timeout: Optional[float] = None,
     output_limit: Optional[int] = None,
+    network: Optional[str] = None,
     files: Optional[Mapping[str, FileData]] = None,
     labels: Optional[Mapping[str, str]] = None,
     server: Optional[str] = None,
@@ -75,12 +78,12 @@ async def arun(
     """run() as a coroutine: the service over asyncio streams, or nsbox
     as an asyncio subprocess. Cancelling it stops the run (the service
     sees its client go away; the subprocess is sent SIGTERM)."""
-    _check_args(timeout, output_limit)
+    _check_args(timeout, output_limit, network)
     ep = _endpoint(server, token)
     if ep is not None:
-        payload = _payload(code, policy, timeout, output_limit, files, labels)
+        payload = _payload(code, policy, timeout, output_limit, network, files, labels)
         return _result(await AsyncClient(ep).json("POST", "/v1/runs", payload, 200))
-    argv, ws = _argv(find_binary(), policy, timeout, output_limit, files, labels)
+    argv, ws = _argv(find_binary(), policy, timeout, output_limit, network, files, labels)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -105,11 +108,13 @@ def _endpoint(server: Optional[str], token: Optional[str]) -> Optional[Endpoint]
     return configured(server, token) or _private.running()
 
 
-def _check_args(timeout: Optional[float], output_limit: Optional[int]) -> None:
+def _check_args(timeout: Optional[float], output_limit: Optional[int], network: Optional[str]) -> None:
     if timeout is not None and not timeout > 0:
         raise BadRequest(f"timeout {timeout!r}: must be a positive number of seconds")
     if output_limit is not None and not output_limit > 0:
         raise BadRequest(f"output_limit {output_limit!r}: must be a positive number of bytes")
+    if network not in (None, "none"):
+        raise BadRequest(f"network {network!r}: only 'none' turns the policy's network off; nothing widens it")
 
 
 def _payload(
@@ -117,6 +122,7 @@ def _payload(
     policy: str,
     timeout: Optional[float],
     output_limit: Optional[int],
+    network: Optional[str],
     files: Optional[Mapping[str, FileData]],
     labels: Optional[Mapping[str, str]],
 ) -> Dict[str, Any]:
@@ -126,6 +132,8 @@ def _payload(
         p["timeout"] = timeout
     if output_limit is not None:
         p["output_limit"] = output_limit
+    if network is not None:
+        p["network"] = network
     if labels:
         p["labels"] = dict(labels)
     if files:
@@ -146,6 +154,7 @@ def _argv(
     policy: str,
     timeout: Optional[float],
     output_limit: Optional[int],
+    network: Optional[str],
     files: Optional[Mapping[str, FileData]],
     labels: Optional[Mapping[str, str]],
 ) -> Tuple[List[str], Optional[str]]:
@@ -156,6 +165,8 @@ def _argv(
         argv.append(f"--timeout={timeout:f}s")
     if output_limit is not None:
         argv.append(f"--output-limit={output_limit}")
+    if network is not None:
+        argv.append(f"--network={network}")
     for k, v in (labels or {}).items():
         argv.append(f"--label={k}={v}")
     ws = _workspace(files) if files else None

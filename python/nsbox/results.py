@@ -129,6 +129,36 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
+class Connection:
+    """One connection the program opened to nsbox's proxy (network
+    allowlist mode, docs/network.md)."""
+
+    host: str
+    port: int
+    method: str
+    address: str
+    allowed: bool
+    reason: str
+    bytes_sent: int
+    bytes_received: int
+    start_ms: int
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    """What a run in network allowlist mode did through the proxy."""
+
+    mode: str
+    proxy: str
+    connections: List[Connection]
+    connections_dropped: int
+    refused: int
+    bytes_sent: int
+    bytes_received: int
+
+
+@dataclass(frozen=True)
 class Result:
     """The result of a run (nsbox.run) or of a session cell, as
     docs/result-schema.md describes each field. ok is True when the
@@ -159,6 +189,7 @@ class Result:
     exception: Optional[CellError] = None
     files: Optional[List[FileInfo]] = None
     phases: Optional[List[Phase]] = None
+    network: Optional[NetworkInfo] = None
     stdout_bytes: Optional[bytes] = None
     stderr_bytes: Optional[bytes] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -177,6 +208,7 @@ class Result:
             exc = d.get("exception")
             files = d.get("files")
             phases = d.get("phases")
+            net = d.get("network")
             return cls(
                 schema=int(d["schema"]),
                 id=str(d["id"]),
@@ -203,6 +235,7 @@ class Result:
                 exception=_pick(CellError, exc) if exc else None,
                 files=[_pick(FileInfo, f) for f in files] if files is not None else None,
                 phases=[_pick(Phase, p) for p in phases] if phases is not None else None,
+                network=_network(net) if net else None,
                 stdout_bytes=_b64(d.get("stdout_base64")),
                 stderr_bytes=_b64(d.get("stderr_base64")),
                 raw=dict(d),
@@ -308,3 +341,10 @@ def _pick(cls: Any, d: Mapping[str, Any]) -> Any:
 
 def _b64(s: Optional[str]) -> Optional[bytes]:
     return base64.b64decode(s) if s else None
+
+
+def _network(d: Mapping[str, Any]) -> NetworkInfo:
+    """The network section of a result, its connections decoded."""
+    fields = dict(d)
+    fields["connections"] = [_pick(Connection, c) for c in d.get("connections") or []]
+    return _pick(NetworkInfo, fields)
