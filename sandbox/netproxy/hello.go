@@ -1,0 +1,104 @@
+package netproxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// hello is what the program sent first in a tunnel: the bytes (to replay
+// upstream), the TLS server name if they were a ClientHello, or err, the
+// reason to refuse.
+type hello struct {
+	bytes []byte
+	sni   string
+	err   string
+}
+
+const recordTypeHandshake = 0x16
+
+var (
+	errStop     = errors.New("ClientHello read")
+	errHelloBig = errors.New("ClientHello larger than one TLS record")
+	errNoWrite  = errors.New("the proxy does not answer a ClientHello")
+)
+
+// peekHello reads the program's first bytes into rec (its capacity bounds
+// them) while crypto/tls parses them as a ClientHello, stopping right after
+// the parse: nothing is answered and nothing is sent upstream. The
+// deadline bounds the wait.
+//
+// Outcomes: a ClientHello (with or without a server name); nothing sent
+// before the deadline or the end of stream (a protocol where the server
+// speaks first: relayed as is); bytes that are not a TLS handshake record
+// (relayed as is, not inspected); a TLS handshake record that does not
+// parse as a ClientHello within one record (refused: the server name
+// cannot be checked).
+func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
+	if err := c.SetReadDeadline(deadline); err != nil {
+		return hello{err: fmt.Sprintf("program: set read deadline: %v", err)}
+	}
+	hc := &helloConn{c: c, r: io.MultiReader(bytes.NewReader(extra), c), rec: rec}
+	var sni string
+	seen := false
+	srv := tls.Server(hc, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			sni, seen = h.ServerName, true
+			return nil, errStop
+		},
+	})
+	// Handshake, not HandshakeContext: no goroutine; the deadline (and
+	// Close closing c) ends the reads.
+	err := srv.Handshake()
+	switch {
+	case seen:
+		return hello{bytes: hc.rec, sni: sni}
+	case len(hc.rec) == 0:
+		if hc.rerr != nil && !errors.Is(hc.rerr, os.ErrDeadlineExceeded) && hc.rerr != io.EOF {
+			return hello{err: fmt.Sprintf("program: %v", hc.rerr)}
+		}
+		return hello{}
+	case hc.rec[0] != recordTypeHandshake:
+		return hello{bytes: hc.rec}
+	default:
+		return hello{err: fmt.Sprintf("TLS ClientHello not readable, so its server name cannot be checked: %v", err)}
+	}
+}
+
+// helloConn is the connection crypto/tls parses the ClientHello from:
+// reads are recorded (and bounded by rec's capacity), writes fail.
+type helloConn struct {
+	c    net.Conn
+	r    io.Reader
+	rec  []byte
+	rerr error
+}
+
+func (h *helloConn) Read(b []byte) (int, error) {
+	room := cap(h.rec) - len(h.rec)
+	if room == 0 {
+		return 0, errHelloBig
+	}
+	if len(b) > room {
+		b = b[:room]
+	}
+	n, err := h.r.Read(b)
+	h.rec = append(h.rec, b[:n]...)
+	if err != nil && h.rerr == nil {
+		h.rerr = err
+	}
+	return n, err
+}
+
+func (h *helloConn) Write([]byte) (int, error)        { return 0, errNoWrite }
+func (h *helloConn) Close() error                     { return nil }
+func (h *helloConn) LocalAddr() net.Addr              { return h.c.LocalAddr() }
+func (h *helloConn) RemoteAddr() net.Addr             { return h.c.RemoteAddr() }
+func (h *helloConn) SetDeadline(time.Time) error      { return nil }
+func (h *helloConn) SetReadDeadline(time.Time) error  { return nil }
+func (h *helloConn) SetWriteDeadline(time.Time) error { return nil }
