@@ -85,6 +85,7 @@ func (sb *Sandbox) RunCellTo(ctx context.Context, id string, n int, code []byte,
 	r := result.New(id, sb.o.Plan.Policy.Name)
 	r.Limits, r.Sandbox = sb.r.Limits, sb.r.Sandbox
 	before := sb.cgroupStats()
+	mark := sb.proxyMark()
 	start := trace.Now()
 	c := cellRun{n: n, timeout: timeout}
 	if stdout != nil || stderr != nil {
@@ -120,6 +121,7 @@ func (sb *Sandbox) RunCellTo(ctx context.Context, id string, n int, code []byte,
 		r.PeakMemoryBytes = result.Int64(int64(after.PeakMemory))
 	}
 	r.LimitsReached = sb.ws.reached()
+	sb.recordNetwork(r, mark, false)
 	for _, v := range c.violations {
 		r.Violations = append(r.Violations, result.Violation{Kind: v.Kind, Name: v.Name, Line: v.Line, Col: v.Col, Detail: v.Detail})
 	}

@@ -122,6 +122,9 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 	timer.Stop()
 	waitReaders(&readers, l)
 	rep, repErr := sb.rep.finish()
+	// Every process of the run is gone: the proxy's connections end with
+	// it, and what they did goes into the result.
+	sb.recordNetwork(r, 0, true)
 	// The readers are done: the kept bytes go into the result as they
 	// are, not copied (result.SetStdout).
 	result.SetStdout(r, stdout.Kept())
@@ -184,6 +187,7 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 			sb.fail("runner", err)
 		} else {
 			applyReport(r, rep)
+			refusedEnds(r)
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nsbox/nsbox/sandbox/output"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
-	"github.com/nsbox/nsbox/sandbox/trace"
 )
 
 // A live sandbox: the second way to drive a prepared sandbox, for a
@@ -116,11 +115,7 @@ func (sb *Sandbox) Start(ctx context.Context) error {
 
 	// Release the init as Execute does; the runner then answers ready
 	// once its guard is armed (and preload imported), or exits.
-	setupErr := l.release(sb.sp, func(steps []trace.Mark) {
-		tr.Add("init: ", steps)
-		tr.Mark("ready")
-	})
-	tr.Mark("exec")
+	setupErr := sb.releaseInit()
 	if setupErr != nil {
 		lv.kill("", "", "")
 		return sb.fail("setup", setupErr)
@@ -275,6 +270,7 @@ func (sb *Sandbox) finishLive() {
 	waitReaders(&lv.readers, l)
 	usage := sb.conf.usage(r)
 	r.LimitsReached = sb.ws.reached()
+	sb.recordNetwork(r, 0, true)
 
 	ps := l.cmd.ProcessState
 	var ws syscall.WaitStatus

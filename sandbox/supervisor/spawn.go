@@ -51,12 +51,12 @@ type launch struct {
 	stdin  *os.File // write end: the program's source
 	stdout *os.File // read ends
 	stderr *os.File
-	status *os.File      // read end of the reaper's exit pipe
+	status *os.File // read end of the reaper's exit pipe
 	// listener is the proxy endpoint the init sent (spec.Listener), until
 	// the proxy takes it; nil without one.
 	listener *os.File
 	exited   chan struct{} // closed once the init is reaped; cmd.ProcessState is then set
-	err    error         // cmd.Wait's error, once exited is closed
+	err      error         // cmd.Wait's error, once exited is closed
 
 	exitOnce sync.Once // programExit reads the exit pipe once
 	exitWS   syscall.WaitStatus

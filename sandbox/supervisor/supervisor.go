@@ -38,6 +38,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/nsbox/nsbox/sandbox/netproxy"
 	"github.com/nsbox/nsbox/sandbox/plan"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/roots"
@@ -95,12 +96,13 @@ type Sandbox struct {
 	root  *roots.Root
 	ws    *workspace // /workspace and what bounds it
 	conf  confinement
-	ids   *runIDs       // the run's host uids and gids
-	l     *launch       // the started init
-	rep   *reportReader // the runner's report pipe, read end
-	repR  *os.File      // the same pipe, for a session (Start) instead
-	live  *live         // a started session's state; nil for a run
-	sp    *spec.Spec    // what the init gets
+	ids   *runIDs         // the run's host uids and gids
+	l     *launch         // the started init
+	rep   *reportReader   // the runner's report pipe, read end
+	proxy *netproxy.Proxy // network allowlist mode's proxy, from the init's release (network.go)
+	repR  *os.File        // the same pipe, for a session (Start) instead
+	live  *live           // a started session's state; nil for a run
+	sp    *spec.Spec      // what the init gets
 	stats Stats
 	lost  error // the output that could not be passed on (Outcome.OutputError)
 	state state

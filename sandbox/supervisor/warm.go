@@ -84,7 +84,9 @@ func (sb *Sandbox) waitReady() error {
 }
 
 // releaseInit sends the init its spec and Go, and waits until it has
-// built the sandbox and exec'd the interpreter (or failed).
+// built the sandbox and exec'd the interpreter (or failed); in network
+// allowlist mode it then serves the proxy endpoint the init made. The
+// program's first connection waits in the listener's backlog until then.
 func (sb *Sandbox) releaseInit() error {
 	tr := sb.o.Trace
 	err := sb.l.release(sb.sp, func(steps []trace.Mark) {
@@ -92,7 +94,16 @@ func (sb *Sandbox) releaseInit() error {
 		tr.Mark("ready")
 	})
 	tr.Mark("exec")
-	return err
+	if err != nil {
+		return err
+	}
+	if err := sb.startProxy(); err != nil {
+		return result.StepError("proxy", err)
+	}
+	if sb.proxy != nil {
+		tr.Mark("proxy")
+	}
+	return nil
 }
 
 // Alive reports whether a warm sandbox still waits: its init has not
