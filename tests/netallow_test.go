@@ -154,7 +154,9 @@ func (h *netHost) listen(t *testing.T, addr string) net.Listener {
 }
 
 // addr is a server's host:port.
-func addr(s *httptest.Server) string { return strings.TrimPrefix(strings.TrimPrefix(s.URL, "https://"), "http://") }
+func addr(s *httptest.Server) string {
+	return strings.TrimPrefix(strings.TrimPrefix(s.URL, "https://"), "http://")
+}
 
 // nothingForbidden fails the test if a forbidden listener, the other
 // address or the fake resolver received anything.
