@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsbox/nsbox/sandbox/netproxy"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
@@ -433,4 +434,125 @@ except Exception as e:
 	if o.res.Error == nil || !strings.Contains(o.res.Error.Message, "nothing widens it") {
 		t.Errorf("--network allowlist: %+v", o.res.Error)
 	}
+}
+
+// TestNetAllowLoad: 50 connections at once and a 100 MiB download
+// through the proxy, under GNU time: every byte arrives, each connection
+// is in the result, and the supervisor's peak memory stays within the
+// proxy's documented bound (netproxy.MemoryBoundFor) plus the slack any
+// run has (supervisorSlack): the relay holds a fixed buffer per
+// connection, never the data.
+func TestNetAllowLoad(t *testing.T) {
+	needRoot(t)
+	h := newNetHost(t)
+	policy := allowPolicy(t, "default", false, []string{addr(h.http)}, "[allowlist]\nimports_add = [\"ssl\"]\n")
+	const conns, each, big = 50, 2 << 20, 100 << 20
+	code := fmt.Sprintf(`
+import threading, urllib.request
+def fetch(n, out, i):
+    got = 0
+    with urllib.request.urlopen("http://%s/bytes?n=%%d" %% n, timeout=60) as r:
+        while True:
+            b = r.read(1 << 20)
+            if not b:
+                break
+            got += len(b)
+    out[i] = got
+out = [0] * %d
+threads = [threading.Thread(target=fetch, args=(%d, out, i)) for i in range(%d)]
+for th in threads: th.start()
+for th in threads: th.join()
+print("concurrent", sum(out))
+big = [0]
+fetch(%d, big, 0)
+print("big", big[0])
+`, addr(h.http), conns, each, conns, big)
+	rssFile := filepath.Join(t.TempDir(), "maxrss")
+	o := nsbox(t, run{args: []string{"run", "--json", "--policy", policy, "-c", code}, via: maxrssVia(t, rssFile)})
+	o.wantStatus(t, result.StatusOK)
+	for _, want := range []string{fmt.Sprintf("concurrent %d", conns*each), fmt.Sprintf("big %d", big)} {
+		if !strings.Contains(o.res.Stdout, want) {
+			t.Fatalf("want %q: %s\n%s", want, o.res.Stdout, o.res.Stderr)
+		}
+	}
+	if n := len(o.res.Network.Connections); n != conns+1 || o.res.Network.BytesReceived < conns*each+big {
+		t.Errorf("%d connections, %d bytes received: %+v", n, o.res.Network.BytesReceived, o.res.Network)
+	}
+	b, err := os.ReadFile(rssFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	kib, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := supervisorSlack + netproxy.MemoryBoundFor(64)
+	t.Logf("50 connections at once, then 100 MiB: nsbox peak RSS %.1f MiB (bound %.1f MiB)", float64(kib)/1024, float64(bound)/(1<<20))
+	if kib<<10 > bound {
+		t.Errorf("nsbox peak RSS %.1f MiB, want at most %.1f MiB", float64(kib)/1024, float64(bound)/(1<<20))
+	}
+	o.noLeftovers(t)
+}
+
+// TestNetAllowKilledMidDownload: a run of the service whose program is
+// downloading when its wall clock ends: the upstream sees its connection
+// closed at once, and the service, which lives on, holds no descriptor
+// more than before the run (no proxy socket, listener or connection left
+// behind). That no proxy goroutine is left is netproxy's own test.
+func TestNetAllowKilledMidDownload(t *testing.T) {
+	needRoot(t)
+	h := newNetHost(t)
+	policy := allowPolicy(t, "default", false, []string{addr(h.http)}, "[limits]\ntimeout = \"3s\"\n")
+	s := startServe(t, "", "--policies", policy)
+	s.ready(t)
+	code := `
+import urllib.request
+with urllib.request.urlopen("http://` + addr(h.http) + `/slow") as r:
+    while r.read(1024):
+        pass
+`
+	// One run first: what the service holds after a run, warm pools and
+	// its audit log included, is the baseline.
+	if st, r, b := s.run(t, map[string]any{"code": "print(1)", "policy": policy}); st != 200 || r.Status != result.StatusOK {
+		t.Fatalf("first run: %d %s", st, b)
+	}
+	before := fdCount(t, s.cmd.Process.Pid)
+	st, r, b := s.run(t, map[string]any{"code": code, "policy": policy})
+	if st != 200 {
+		t.Fatalf("POST /v1/runs: %d %s", st, b)
+	}
+	if r.Status != result.StatusTimeout {
+		t.Fatalf("status %s (%s), want timeout", r.Status, r.Reason)
+	}
+	c := conn(t, r, addr(h.http))
+	if c.BytesReceived == 0 || c.Reason == "" {
+		t.Errorf("the download's record: %+v", c)
+	}
+	select {
+	case <-h.ended:
+	case <-time.After(5 * time.Second):
+		t.Errorf("the upstream connection was not closed within 5 s of the run's end")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	after := fdCount(t, s.cmd.Process.Pid)
+	for after > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		after = fdCount(t, s.cmd.Process.Pid)
+	}
+	if after > before {
+		t.Errorf("the service holds %d descriptors after the run, %d before", after, before)
+	}
+	s.stopAndWait(t)
+	s.nothingLeft(t)
+}
+
+// fdCount is the number of open descriptors of process pid.
+func fdCount(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
