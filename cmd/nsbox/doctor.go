@@ -102,8 +102,9 @@ func doctor(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("find the nsbox binary to re-execute for the probes: %w", err)
 	}
-	d := diagnose(probeHost(exe), pol.Name, reqs)
-	d.Checks = append(append(d.Checks, initCheck()), modeChecks(c.String("workspace"))...)
+	rep := probeHost(exe)
+	d := diagnose(rep, pol.Name, reqs)
+	d.Checks = append(append(d.Checks, initCheck(), networkCheck(rep, pol)), modeChecks(c.String("workspace"))...)
 	if c.Bool("json") {
 		err = d.writeJSON(c.App.Writer)
 	} else {

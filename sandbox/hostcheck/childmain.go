@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/internal/loopback"
+	"github.com/nsbox/nsbox/sandbox/spec"
 )
 
 // ChildMain runs one probe inside the namespaces its parent created and
@@ -107,6 +108,9 @@ func childNamespace(name string) (string, error) {
 		}
 	case "net":
 		if err := loopback.Up(); err != nil {
+			return "", err
+		}
+		if err := listenProxy(); err != nil {
 			return "", err
 		}
 	}
@@ -239,4 +243,21 @@ func childCgroup() (string, error) {
 		return "", fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
 	return "", errors.New("/proc/self/cgroup: no cgroup v2 (0::) line")
+}
+
+// listenProxy makes the endpoint of network allowlist mode as the sandbox
+// init does, a TCP socket listening on spec.ProxyAddr, and closes it.
+func listenProxy() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket(AF_INET, SOCK_STREAM): %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: spec.ProxyPort, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return fmt.Errorf("bind %s: %w", spec.ProxyAddr, err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		return fmt.Errorf("listen %s: %w", spec.ProxyAddr, err)
+	}
+	return nil
 }

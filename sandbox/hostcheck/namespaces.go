@@ -23,7 +23,7 @@ var namespaces = []namespace{
 	{"user", "user namespace", syscall.CLONE_NEWUSER, "CONFIG_USER_NS", "3.8", "created, ids mapped"},
 	{"mnt", "mount namespace", syscall.CLONE_NEWNS, "CONFIG_NAMESPACES", "2.4.19", "created, / made private"},
 	{"pid", "pid namespace", syscall.CLONE_NEWPID, "CONFIG_PID_NS", "2.6.24", "created, child is PID 1"},
-	{"net", "network namespace", syscall.CLONE_NEWNET, "CONFIG_NET_NS", "2.6.29", "created, loopback up"},
+	{"net", "network namespace", syscall.CLONE_NEWNET, "CONFIG_NET_NS", "2.6.29", "created, loopback up, the proxy's socket listening"},
 	{"ipc", "ipc namespace", syscall.CLONE_NEWIPC, "CONFIG_IPC_NS", "2.6.19", "created"},
 	{"uts", "uts namespace", syscall.CLONE_NEWUTS, "CONFIG_UTS_NS", "2.6.19", "created, hostname set"},
 	{"cgroup", "cgroup namespace", syscall.CLONE_NEWCGROUP, "CONFIG_CGROUPS", "4.6", "created"},
