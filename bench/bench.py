@@ -96,6 +96,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 from pandas_import import policy_env  # noqa: E402  (same directory)
 import servicebench  # noqa: E402  (same directory)
+import netbench  # noqa: E402  (same directory)
 
 PY = "/usr/bin/python3.11"
 STDLIB_CODE = "import json,re; sum(i*i for i in range(100000))"
@@ -378,6 +379,7 @@ def build_methods(a, tmp, notes):
             ]
         if wl == "pass":
             meths += rootless_methods(M, ns, tmp, base_env, default_text, B, notes)
+            meths += netbench.network_methods(M, ns, tmp, bare)
         if a.bwrap:
             meths.append(M("bwrap", "peer", [a.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
                                             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
@@ -796,11 +798,12 @@ def markdown(res, a):
          "- Layer rows use policies derived from `policies/default.toml` with one change each (written to a",
          "  temp dir by the harness); *layer cost* = +ms(default) - +ms(layer off), i.e. what the layer adds.",
          ""]
-    for wl in ("pass", "stdlib", "pandas"):
+    for wl in ("pass", "stdlib", "pandas", "download", "download20"):
         rows = [m for m in res["methods"] if m["workload"] == wl]
         if not rows:
             continue
-        title = {"pass": "`-c pass`", "stdlib": "`-c '%s'`" % STDLIB_CODE, "pandas": "`-c '%s'`" % PANDAS_CODE}[wl]
+        title = {"pass": "`-c pass`", "stdlib": "`-c '%s'`" % STDLIB_CODE, "pandas": "`-c '%s'`" % PANDAS_CODE,
+                 **netbench.TITLES}[wl]
         L += ["## Workload %s" % title, "",
               "| Method | n | median ms | p95 ms | ratio | +ms | B median ms | runs/s | maxrss MiB | sup. HWM MiB | load | note |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -962,9 +965,12 @@ def markdown_supervisor(mem, tos):
 def layer_costs(methods):
     by = {(m["name"], m["workload"]): m["result"] for m in methods if m["result"]}
 
-    def oh(name):
-        r = by.get((name, "pass"))
+    def ohw(name, workload):
+        r = by.get((name, workload))
         return None if r is None else r["overhead_ms_median"]
+
+    def oh(name):
+        return ohw(name, "pass")
     ref = oh("nsbox default")
     out = {}
     if ref is None:
@@ -988,6 +994,7 @@ def layer_costs(methods):
     s = oh("nsbox strict")
     if s is not None:
         out["strict instead of default (policy as a whole)"] = {"ms": s - ref, "how": "strict - default"}
+    out.update(netbench.costs(oh, ohw))
     return out
 
 
