@@ -34,7 +34,7 @@ var rootlessCorpus = os.Getenv("NSBOX_TEST_ROOTLESS") == "1"
 var rootlessCorpusTests = []string{
 	"TestWritesOutsideWorkspaceFail", "TestMountinfoNoUndeclaredWritableMount", "TestHostFilesInvisible", "TestFreshProcAndMaskedPaths",
 	"TestSeccompDeniesDangerousSyscalls", "TestWorkloadsUnderDefaultProfile",
-	"TestNoNetwork",
+	"TestNoNetwork", "TestNetAllowStdlib", "TestNetAllowRefused",
 	"TestCannotSignalHostProcess",
 	"TestHostEnvironmentInvisible", "TestNonUTF8Output",
 	"TestNoExecutableFileFromProgram",
