@@ -49,8 +49,9 @@
 //     example "allow ioctl" plus "EPERM for ioctl TIOCSTI"). libseccomp
 //     itself would keep only the unconditional rule. Compile realises the
 //     unconditional rule as masked-equality rules covering exactly the values
-//     no exception matches; so exceptions must be one SCMP_CMP_EQ or
-//     SCMP_CMP_MASKED_EQ condition, all on the same argument.
+//     no exception matches; so an exception's conditions must be
+//     SCMP_CMP_EQ or SCMP_CMP_MASKED_EQ (on one argument or several, one
+//     condition per argument, ANDed as libseccomp does).
 //   - Everything libseccomp would resolve silently or arbitrarily is an
 //     error: a syscall name it does not know, a syscall listed without
 //     conditions twice, two conditional rules with different actions that

@@ -225,4 +225,37 @@ func TestExceptions(t *testing.T) {
 	}
 }
 
+// TestExceptionsOnSeveralArguments: an exception may hold on a
+// combination of arguments (ANDed); the unconditional rule then covers
+// every other combination, on either argument.
+func TestExceptionsOnSeveralArguments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "socket.json")
+	if err := os.WriteFile(path, []byte(withRule(`{"names": ["socket"], "action": "SCMP_ACT_ALLOW"},
+		{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13, "args": [
+			{"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}, {"index": 1, "value": 15, "valueTwo": 2, "op": "SCMP_CMP_MASKED_EQ"}]}`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := mustLoad(t, path).compileFor(libseccomp.ArchAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFilterVM(t, prog.Raw, libseccomp.ArchAMD64)
+	socket := f.nr(t, "socket")
+	for _, c := range []struct {
+		family, typ uint64
+		want        uint32
+	}{
+		{unix.AF_INET, unix.SOCK_DGRAM, retErrno(13)},
+		{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC, retErrno(13)},
+		{unix.AF_INET, unix.SOCK_STREAM, retAllow},
+		{unix.AF_INET6, unix.SOCK_DGRAM, retAllow},
+		{unix.AF_INET | highBit, unix.SOCK_DGRAM, retAllow}, // EQ compares all 64 bits
+		{0, 0, retAllow},
+	} {
+		if got := f.run(t, socket, f.audit, [6]uint64{c.family, c.typ}); got != c.want {
+			t.Errorf("socket(%#x, %#x): %s, want %s", c.family, c.typ, retString(got), retString(c.want))
+		}
+	}
+}
+
 func retErrno(n uint32) uint32 { return unix.SECCOMP_RET_ERRNO | n }
