@@ -5,9 +5,10 @@
 // The work is split three ways on purpose:
 //
 //   - At build time, `go generate ./seccomp-profiles` compiles the built-in
-//     profiles (default, strict) and their loopback variants
-//     (default+loopback: WithLoopbackSockets, which a policy selects with
-//     sandbox.loopback_sockets) with this package's Load and Compile and
+//     profiles (default, strict) and their variants (WithVariant:
+//     default+loopback, which a policy selects with
+//     sandbox.loopback_sockets, and default+proxy, for the network
+//     allowlist mode) with this package's Load and Compile and
 //     checks the raw filters in as goldens (seccomp-profiles/gen). A test
 //     fails when a golden differs from what the profile and libseccomp
 //     give now.
