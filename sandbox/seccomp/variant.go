@@ -185,3 +185,15 @@ func IsBuiltin(name string) bool { return slices.Contains(Builtins(), name) }
 // the user's own is not analysed: false, so a policy that requires the
 // protection fails closed with one.
 func RefusesMemfd(profile string) bool { return IsBuiltin(profile) }
+
+// RefusesIPSockets reports whether the filter a run loads for profile (a
+// name from Builtins, an absolute path, or "none") is known to refuse
+// every AF_INET and AF_INET6 socket, whatever the other arguments: a
+// built-in profile does, its variants do not (each allows some), and
+// neither does a profile of the user's own, which is not analysed, or
+// "none". On cgroup v1 a run whose program can make TCP or UDP sockets
+// needs room for their buffers (cgroup.Limits.SocketBytes); one for which
+// this is true needs none (TestRefusesIPSockets proves it on the plans).
+func RefusesIPSockets(profile string) bool {
+	return slices.Contains(seccompprofiles.Names(), profile)
+}

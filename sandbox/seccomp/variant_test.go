@@ -98,3 +98,40 @@ func TestBuiltinsRefuseMemfd(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesIPSockets backs RefusesIPSockets for any arguments: under a
+// built-in profile no rule that allows socket(2) can match AF_INET or
+// AF_INET6 (compared as the rules compare them, on the low 32 bits or
+// all 64), and the default action is an errno; each variant has such a
+// rule.
+func TestRefusesIPSockets(t *testing.T) {
+	families := []cond{
+		{index: 0, op: specs.OpMaskedEqual, value: 0xffffffff, datum: 2},
+		{index: 0, op: specs.OpMaskedEqual, value: 0xffffffff, datum: 10},
+	}
+	for _, name := range Builtins() {
+		p := mustLoad(t, name)
+		allowsIP := false
+		for _, r := range p.plan {
+			if r.syscall != "socket" || r.act.kind != specs.ActAllow {
+				continue
+			}
+			for _, f := range families {
+				if overlap(r, rule{conds: []cond{f}}) {
+					allowsIP = true
+				}
+			}
+		}
+		if p.defaultAct.kind != specs.ActErrno {
+			allowsIP = true
+		}
+		if got := RefusesIPSockets(name); got == allowsIP {
+			t.Errorf("RefusesIPSockets(%q) = %v, but a rule allowing AF_INET or AF_INET6: %v", name, got, allowsIP)
+		}
+	}
+	for _, name := range []string{"none", "/etc/nsbox/profile.json", "default+proxy+loopback", ""} {
+		if RefusesIPSockets(name) {
+			t.Errorf("RefusesIPSockets(%q) = true: a filter nsbox did not analyse must not count", name)
+		}
+	}
+}
