@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -255,6 +257,28 @@ func TestExceptionsOnSeveralArguments(t *testing.T) {
 		if got := f.run(t, socket, f.audit, [6]uint64{c.family, c.typ}); got != c.want {
 			t.Errorf("socket(%#x, %#x): %s, want %s", c.family, c.typ, retString(got), retString(c.want))
 		}
+	}
+}
+
+// TestExceptionsTooMany: exceptions whose blocks multiply (see
+// TestComplementLimit) are refused with the rule named, promptly.
+func TestExceptionsTooMany(t *testing.T) {
+	rules := []string{`{"names": ["close"], "action": "SCMP_ACT_ALLOW"}`}
+	for i := range 20 {
+		rules = append(rules, fmt.Sprintf(`{"names": ["close"], "action": "SCMP_ACT_ERRNO", "args": [
+			{"index": 0, "value": %d, "valueTwo": %d, "op": "SCMP_CMP_MASKED_EQ"}, {"index": 1, "value": %d, "op": "SCMP_CMP_EQ"}]}`, 1<<i, 1<<i, i))
+	}
+	path := filepath.Join(t.TempDir(), "close.json")
+	if err := os.WriteFile(path, []byte(withRule(strings.Join(rules, ",\n"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), `syscalls[1] "close"`) || !strings.Contains(err.Error(), "more than the 4096 instructions") {
+		t.Fatalf("Load: %v, want an error naming syscalls[1] and the filter's size", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Load took %s to give up", d)
 	}
 }
 

@@ -188,17 +188,15 @@ func overlap(a, b rule) bool {
 // argument. With every pattern on one argument, each block is one
 // condition.
 //
-// Patterns on several arguments can multiply each other's blocks: past
-// maxBlocks blocks (each will be a rule) complement stops and returns
-// false.
-func complement(pats [][]cond, maxBlocks int) ([][]cond, bool) {
+// Patterns on several arguments can multiply each other's blocks: when
+// the blocks or the work exceed what b has left, complement stops and
+// returns false.
+func complement(pats [][]cond, b *budget) ([][]cond, bool) {
 	var out [][]cond
-	// steps bounds the work: each block is reached by at most 64 splits
-	// per argument, and each split is one step.
-	steps, maxSteps := 0, 6*64*maxBlocks
+	over := func() bool { return len(out) > b.blocks || b.steps < 0 }
 	var decide func(prefix []cond, live [][]cond)
 	decide = func(prefix []cond, live [][]cond) {
-		if len(out) > maxBlocks || steps > maxSteps {
+		if over() {
 			return
 		}
 		if len(live) == 0 {
@@ -221,7 +219,7 @@ func complement(pats [][]cond, maxBlocks int) ([][]cond, bool) {
 		}
 		var walk func(mask, datum uint64, cands, matched [][]cond)
 		walk = func(mask, datum uint64, cands, matched [][]cond) {
-			if steps++; len(out) > maxBlocks || steps > maxSteps {
+			if b.steps--; over() {
 				return
 			}
 			var undecided uint64
@@ -269,15 +267,27 @@ func complement(pats [][]cond, maxBlocks int) ([][]cond, bool) {
 		slices.SortFunc(masked[i], func(a, b cond) int { return cmp.Compare(a.index, b.index) })
 	}
 	decide(nil, masked)
-	if len(out) > maxBlocks || steps > maxSteps {
+	if over() {
 		return nil, false
 	}
+	b.blocks -= len(out)
 	return out, true
 }
+
+// budget is what complement may still add to a profile's plan: blocks,
+// each a rule of at least one instruction, and steps of work.
+type budget struct{ blocks, steps int }
+
+// newBudget allows blocks blocks, and the steps to find them: each is
+// reached by at most 64 splits per argument.
+func newBudget(blocks int) *budget { return &budget{blocks: blocks, steps: 6 * 64 * blocks} }
 
 // plan checks the rules of each syscall against each other and returns
 // what Compile must add to libseccomp, in profile order.
 func plan(rules []rule) ([]rule, error) {
+	// Every rule costs an instruction, and so will every block the
+	// complements add (parse has checked the rules alone fit).
+	b := newBudget(load.MaxInsns - len(rules))
 	var order []string
 	bySyscall := map[string][]rule{}
 	for _, r := range rules {
@@ -288,7 +298,7 @@ func plan(rules []rule) ([]rule, error) {
 	}
 	var out []rule
 	for _, name := range order {
-		rs, err := planSyscall(bySyscall[name])
+		rs, err := planSyscall(bySyscall[name], b)
 		if err != nil {
 			return nil, err
 		}
@@ -302,7 +312,7 @@ func plan(rules []rule) ([]rule, error) {
 // swallow every conditional one, and picks an undocumented order between
 // overlapping conditional rules: each case is either refused or, for
 // "unconditional rule plus exceptions", compiled explicitly.
-func planSyscall(rs []rule) ([]rule, error) {
+func planSyscall(rs []rule, b *budget) ([]rule, error) {
 	var uncond, conds []rule
 	for _, r := range rs {
 		if len(r.conds) == 0 {
@@ -346,10 +356,10 @@ func planSyscall(rs []rule) ([]rule, error) {
 		return uncond, nil
 	}
 	// The exceptions as written, then the fallback on every other call.
-	blocks, ok := complement(exceptions, load.MaxInsns)
+	blocks, ok := complement(exceptions, b)
 	if !ok {
 		return nil, &ruleError{line: fallback.line, field: fmt.Sprintf("%s %q", fallback.where, fallback.syscall),
-			err: fmt.Errorf("its exceptions leave more than %d blocks of calls to cover: a filter holds at most %d instructions (write fewer exceptions, or exceptions on fewer arguments)", load.MaxInsns, load.MaxInsns)}
+			err: fmt.Errorf("with its exceptions, this and the profile's other rules need more than the %d instructions a filter holds (write fewer exceptions, or exceptions on fewer arguments)", load.MaxInsns)}
 	}
 	out := conds
 	for _, cs := range blocks {

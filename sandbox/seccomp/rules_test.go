@@ -105,7 +105,7 @@ func TestComplement(t *testing.T) {
 		for _, p := range pats {
 			one = append(one, []cond{p})
 		}
-		comp, ok := complement(one, 1<<20)
+		comp, ok := complement(one, newBudget(1<<20))
 		if !ok {
 			t.Fatalf("patterns %v: complement gave up", pats)
 		}
@@ -155,7 +155,7 @@ func TestComplement(t *testing.T) {
 	// The default profile's ioctl: 34 blocks, TIOCSTI and TIOCLINUX
 	// excluded whatever the high word.
 	ioctl := []cond{{op: specs.OpMaskedEqual, value: 0xffffffff, datum: 0x5412}, {op: specs.OpMaskedEqual, value: 0xffffffff, datum: 0x541C}}
-	if comp, _ := complement([][]cond{ioctl[:1], ioctl[1:]}, 34); len(comp) != 34 {
+	if comp, _ := complement([][]cond{ioctl[:1], ioctl[1:]}, newBudget(34)); len(comp) != 34 {
 		t.Errorf("ioctl complement: %d blocks, want 34", len(comp))
 	}
 	check(ioctl, []uint64{0x5412, 0x1_00005412, 0x541C, 0x541B, 0x5413, 0, maxU64})
@@ -190,7 +190,7 @@ func TestComplementArgs(t *testing.T) {
 			}
 			pats = append(pats, pat)
 		}
-		comp, ok := complement(pats, 1<<20)
+		comp, ok := complement(pats, newBudget(1<<20))
 		if !ok {
 			t.Fatalf("patterns %v: complement gave up", pats)
 		}
@@ -236,12 +236,12 @@ func TestComplementLimit(t *testing.T) {
 	for i := range uint64(20) {
 		pats = append(pats, []cond{{index: 0, op: specs.OpMaskedEqual, value: 1 << i, datum: 1 << i}, {index: 1, op: specs.OpEqualTo, value: i}})
 	}
-	if comp, ok := complement(pats, 4096); ok {
+	if comp, ok := complement(pats, newBudget(4096)); ok {
 		t.Fatalf("complement of %d two-argument patterns: %d blocks, want it to give up past 4096", len(pats), len(comp))
 	}
 	// One pattern: bit 0 clear, or bit 0 set and argument 1 one of the
 	// 64 blocks that are not 0.
-	if comp, ok := complement(pats[:1], 4096); !ok || len(comp) != 1+64 {
+	if comp, ok := complement(pats[:1], newBudget(4096)); !ok || len(comp) != 1+64 {
 		t.Fatalf("complement of one two-argument pattern: %d blocks (ok %v), want 1+64", len(comp), ok)
 	}
 }
