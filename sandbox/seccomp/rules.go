@@ -264,7 +264,7 @@ func complement(pats [][]cond, b *budget) ([][]cond, bool) {
 			}
 			masked[i] = append(masked[i], c)
 		}
-		slices.SortFunc(masked[i], func(a, b cond) int { return cmp.Compare(a.index, b.index) })
+		slices.SortFunc(masked[i], func(x, y cond) int { return cmp.Compare(x.index, y.index) })
 	}
 	decide(nil, masked)
 	if over() {
