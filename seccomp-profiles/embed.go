@@ -69,9 +69,9 @@ type Filter struct {
 	// "SCMP_ARCH_X86_64".
 	Arch string
 	// ProfileSHA256 is the hex SHA-256 of the NAME.json the filter was
-	// compiled from (for a loopback variant, its profile's). The caller compares it with Read's bytes: a
-	// difference means the binary was built from an edited profile
-	// without `go generate`.
+	// compiled from (for a variant, its profile's). The caller compares
+	// it with Read's bytes: a difference means the binary was built from
+	// an edited profile without `go generate`.
 	ProfileSHA256 string
 	// BPF is the struct sock_filter array, native endian; a copy, the
 	// caller's to keep.
@@ -85,9 +85,10 @@ type golden struct {
 }
 
 // Compiled returns the built-in filter name compiled for the architecture
-// this binary was built for: a profile ("default") or its loopback variant
+// this binary was built for: a profile ("default") or one of its variants
 // ("default+loopback", the profile with AF_INET and AF_INET6 sockets
-// allowed; see sandbox/seccomp.LoopbackSuffix). ok is false when there is
+// allowed, or "default+proxy", with TCP sockets only; see
+// sandbox/seccomp.LoopbackSuffix and ProxySuffix). ok is false when there is
 // none: name is not a built-in filter, or nobody generated the goldens on
 // this architecture.
 func Compiled(name string) (f Filter, ok bool) {

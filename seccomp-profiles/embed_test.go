@@ -43,8 +43,9 @@ func TestCompiled(t *testing.T) {
 	}
 	var filters []string
 	for _, name := range Names() {
-		// Each profile and its loopback variant (sandbox/seccomp.LoopbackSuffix).
-		filters = append(filters, name, name+"+loopback")
+		// Each profile and its variants (sandbox/seccomp.LoopbackSuffix,
+		// ProxySuffix).
+		filters = append(filters, name, name+"+loopback", name+"+proxy")
 	}
 	for _, name := range filters {
 		f, ok := Compiled(name)

@@ -127,12 +127,14 @@ type vmCase struct {
 	args    [6]uint64
 	def     uint32 // under default.json
 	strict  uint32 // under strict.json
-	// loopback: the loopback variants (WithLoopbackSockets) allow it,
-	// whatever the profile says.
-	loopback bool
+	// loopback, proxy: the loopback variants (LoopbackSuffix), the proxy
+	// variants (ProxySuffix) allow it, whatever the profile says.
+	loopback, proxy bool
 }
 
-func denied(name string) vmCase { return vmCase{name, name, [6]uint64{}, retEPERM, retEPERM, false} }
+func denied(name string) vmCase {
+	return vmCase{name, name, [6]uint64{}, retEPERM, retEPERM, false, false}
+}
 
 func vmCases() []vmCase {
 	var cases []vmCase
@@ -148,64 +150,81 @@ func vmCases() []vmCase {
 	}
 	for _, ns := range []uint64{cloneNewNS, cloneNewCgroup, cloneNewUTS, cloneNewIPC, cloneNewUser, cloneNewPID, cloneNewNet} {
 		cases = append(cases,
-			vmCase{fmt.Sprintf("clone %#x", ns), "clone", [6]uint64{ns}, retEPERM, retEPERM, false},
-			vmCase{fmt.Sprintf("clone thread|%#x", ns), "clone", [6]uint64{cloneThread | ns}, retEPERM, retEPERM, false},
-			vmCase{fmt.Sprintf("clone fork|%#x|high bits", ns), "clone", [6]uint64{cloneFork | ns | highBit}, retEPERM, retEPERM, false},
+			vmCase{fmt.Sprintf("clone %#x", ns), "clone", [6]uint64{ns}, retEPERM, retEPERM, false, false},
+			vmCase{fmt.Sprintf("clone thread|%#x", ns), "clone", [6]uint64{cloneThread | ns}, retEPERM, retEPERM, false, false},
+			vmCase{fmt.Sprintf("clone fork|%#x|high bits", ns), "clone", [6]uint64{cloneFork | ns | highBit}, retEPERM, retEPERM, false, false},
 		)
 	}
 	return append(cases,
-		vmCase{"read", "read", [6]uint64{}, retAllow, retAllow, false},
-		vmCase{"write", "write", [6]uint64{1}, retAllow, retAllow, false},
-		vmCase{"exit_group", "exit_group", [6]uint64{}, retAllow, retAllow, false},
-		vmCase{"futex", "futex", [6]uint64{}, retAllow, retAllow, false},
-		vmCase{"execve", "execve", [6]uint64{}, retAllow, retAllow, false},
+		vmCase{"read", "read", [6]uint64{}, retAllow, retAllow, false, false},
+		vmCase{"write", "write", [6]uint64{1}, retAllow, retAllow, false, false},
+		vmCase{"exit_group", "exit_group", [6]uint64{}, retAllow, retAllow, false, false},
+		vmCase{"futex", "futex", [6]uint64{}, retAllow, retAllow, false, false},
+		vmCase{"execve", "execve", [6]uint64{}, retAllow, retAllow, false, false},
 		// No file in memory to execute, whatever the flags: MFD_CLOEXEC,
 		// MFD_NOEXEC_SEAL (8), MFD_EXEC (0x10).
-		vmCase{"memfd_create 0", "memfd_create", [6]uint64{0, 0}, retEPERM, retEPERM, false},
-		vmCase{"memfd_create CLOEXEC", "memfd_create", [6]uint64{0, unix.MFD_CLOEXEC}, retEPERM, retEPERM, false},
-		vmCase{"memfd_create NOEXEC_SEAL", "memfd_create", [6]uint64{0, 8}, retEPERM, retEPERM, false},
-		vmCase{"memfd_create EXEC", "memfd_create", [6]uint64{0, 0x10}, retEPERM, retEPERM, false},
+		vmCase{"memfd_create 0", "memfd_create", [6]uint64{0, 0}, retEPERM, retEPERM, false, false},
+		vmCase{"memfd_create CLOEXEC", "memfd_create", [6]uint64{0, unix.MFD_CLOEXEC}, retEPERM, retEPERM, false, false},
+		vmCase{"memfd_create NOEXEC_SEAL", "memfd_create", [6]uint64{0, 8}, retEPERM, retEPERM, false, false},
+		vmCase{"memfd_create EXEC", "memfd_create", [6]uint64{0, 0x10}, retEPERM, retEPERM, false, false},
 		// No setuid or setgid bit, set or created; other modes pass. (The
 		// calls without "at", x86_64 only, have the same rules.)
-		vmCase{"fchmod 06755", "fchmod", [6]uint64{3, 0o6755}, retEPERM, retEPERM, false},
-		vmCase{"fchmod 01777", "fchmod", [6]uint64{3, 0o1777}, retAllow, retAllow, false},
-		vmCase{"fchmodat 04755", "fchmodat", [6]uint64{atFDCWD, 0, 0o4755}, retEPERM, retEPERM, false},
-		vmCase{"fchmodat 0644", "fchmodat", [6]uint64{atFDCWD, 0, 0o644}, retAllow, retAllow, false},
-		vmCase{"openat O_CREAT 02777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o2777}, retEPERM, retEPERM, false},
-		vmCase{"openat O_CREAT 0777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o777}, retAllow, retAllow, false},
-		vmCase{"mknodat S_IFREG|04755", "mknodat", [6]uint64{atFDCWD, 0, unix.S_IFREG | 0o4755}, retEPERM, retENOSYS, false},
+		vmCase{"fchmod 06755", "fchmod", [6]uint64{3, 0o6755}, retEPERM, retEPERM, false, false},
+		vmCase{"fchmod 01777", "fchmod", [6]uint64{3, 0o1777}, retAllow, retAllow, false, false},
+		vmCase{"fchmodat 04755", "fchmodat", [6]uint64{atFDCWD, 0, 0o4755}, retEPERM, retEPERM, false, false},
+		vmCase{"fchmodat 0644", "fchmodat", [6]uint64{atFDCWD, 0, 0o644}, retAllow, retAllow, false, false},
+		vmCase{"openat O_CREAT 02777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o2777}, retEPERM, retEPERM, false, false},
+		vmCase{"openat O_CREAT 0777", "openat", [6]uint64{atFDCWD, 0, unix.O_CREAT | unix.O_WRONLY, 0o777}, retAllow, retAllow, false, false},
+		vmCase{"mknodat S_IFREG|04755", "mknodat", [6]uint64{atFDCWD, 0, unix.S_IFREG | 0o4755}, retEPERM, retENOSYS, false, false},
 		// Not in the allowlists: the default, ENOSYS.
-		vmCase{"syslog", "syslog", [6]uint64{10}, retENOSYS, retENOSYS, false},
-		vmCase{"clone3", "clone3", [6]uint64{}, retENOSYS, retENOSYS, false},
-		vmCase{"clone thread", "clone", [6]uint64{cloneThread}, retAllow, retAllow, false},
-		vmCase{"clone fork", "clone", [6]uint64{cloneFork}, retAllow, retEPERM, false},
-		vmCase{"clone 0", "clone", [6]uint64{}, retAllow, retEPERM, false},
-		vmCase{"socket AF_UNIX", "socket", [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM}, retAllow, retAllow, false},
-		vmCase{"socket AF_INET", "socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, retEPERM, retEPERM, true},
-		vmCase{"socket AF_INET6", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM}, retEPERM, retEPERM, true},
-		vmCase{"socket AF_INET|high bits", "socket", [6]uint64{unix.AF_INET | highBit, unix.SOCK_STREAM}, retEPERM, retEPERM, true},
-		vmCase{"socket AF_UNSPEC", "socket", [6]uint64{unix.AF_UNSPEC}, retEPERM, retEPERM, false},
-		vmCase{"socket AF_NETLINK", "socket", [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW}, retEPERM, retEPERM, false},
-		vmCase{"socket AF_PACKET", "socket", [6]uint64{unix.AF_PACKET, unix.SOCK_RAW}, retEPERM, retEPERM, false},
-		vmCase{"socket AF_VSOCK", "socket", [6]uint64{unix.AF_VSOCK}, retEPERM, retEPERM, false},
-		vmCase{"socket AF_ALG", "socket", [6]uint64{unix.AF_ALG}, retEPERM, retEPERM, false},
-		vmCase{"socket AF_NETLINK|high bits", "socket", [6]uint64{unix.AF_NETLINK | highBit}, retEPERM, retEPERM, false},
-		vmCase{"socket -1", "socket", [6]uint64{^uint64(0)}, retEPERM, retEPERM, false},
-		vmCase{"socketpair AF_UNIX", "socketpair", [6]uint64{unix.AF_UNIX}, retAllow, retAllow, false},
-		vmCase{"socketpair AF_INET", "socketpair", [6]uint64{unix.AF_INET}, retEPERM, retEPERM, false},
-		vmCase{"ioctl TIOCSTI", "ioctl", [6]uint64{0, tiocsti}, retEPERM, retEPERM, false},
-		vmCase{"ioctl TIOCSTI|high bits", "ioctl", [6]uint64{0, tiocsti | highBit}, retEPERM, retEPERM, false},
-		vmCase{"ioctl TIOCSTI|all high bits", "ioctl", [6]uint64{0, tiocsti | 0xffffffff00000000}, retEPERM, retEPERM, false},
-		vmCase{"ioctl TIOCLINUX", "ioctl", [6]uint64{0, tioclinux}, retEPERM, retEPERM, false},
-		vmCase{"ioctl TIOCLINUX|high bits", "ioctl", [6]uint64{0, tioclinux | highBit}, retEPERM, retEPERM, false},
-		vmCase{"ioctl FIONREAD", "ioctl", [6]uint64{0, fionread}, retAllow, retAllow, false},
-		vmCase{"ioctl TCGETS", "ioctl", [6]uint64{0, tcgets}, retAllow, retAllow, false},
-		vmCase{"ioctl SIOCGIFCONF", "ioctl", [6]uint64{0, siocgifconf}, retAllow, retEPERM, false},
-		vmCase{"personality 0", "personality", [6]uint64{0}, retAllow, retAllow, false},
-		vmCase{"personality query", "personality", [6]uint64{0xffffffff}, retAllow, retAllow, false},
-		vmCase{"personality ADDR_NO_RANDOMIZE", "personality", [6]uint64{addrNoRandomize}, retEPERM, retEPERM, false},
-		vmCase{"personality PER_LINUX32", "personality", [6]uint64{perLinux32}, retEPERM, retEPERM, false},
-		vmCase{"personality ADDR_NO_RANDOMIZE|high bits", "personality", [6]uint64{addrNoRandomize | highBit}, retEPERM, retEPERM, false},
+		vmCase{"syslog", "syslog", [6]uint64{10}, retENOSYS, retENOSYS, false, false},
+		vmCase{"clone3", "clone3", [6]uint64{}, retENOSYS, retENOSYS, false, false},
+		vmCase{"clone thread", "clone", [6]uint64{cloneThread}, retAllow, retAllow, false, false},
+		vmCase{"clone fork", "clone", [6]uint64{cloneFork}, retAllow, retEPERM, false, false},
+		vmCase{"clone 0", "clone", [6]uint64{}, retAllow, retEPERM, false, false},
+		vmCase{"socket AF_UNIX", "socket", [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM}, retAllow, retAllow, false, false},
+		vmCase{"socket AF_INET", "socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, retEPERM, retEPERM, true, true},
+		vmCase{"socket AF_INET6", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET|high bits", "socket", [6]uint64{unix.AF_INET | highBit, unix.SOCK_STREAM}, retEPERM, retEPERM, true, true},
+		// The proxy variants: TCP only. The type is compared on
+		// SOCK_TYPE_MASK (0xf), so the flags pass; the protocol is 0 or
+		// IPPROTO_TCP on its low 32 bits.
+		vmCase{"socket AF_INET STREAM|CLOEXEC", "socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, retEPERM, retEPERM, true, true},
+		vmCase{"socket AF_INET STREAM|NONBLOCK|CLOEXEC TCP", "socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC, unix.IPPROTO_TCP}, retEPERM, retEPERM, true, true},
+		vmCase{"socket AF_INET6 STREAM", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_STREAM}, retEPERM, retEPERM, true, true},
+		vmCase{"socket AF_INET6 STREAM TCP|high bits", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_STREAM | highBit, unix.IPPROTO_TCP | highBit}, retEPERM, retEPERM, true, true},
+		vmCase{"socket AF_INET DGRAM", "socket", [6]uint64{unix.AF_INET, unix.SOCK_DGRAM}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET DGRAM|CLOEXEC", "socket", [6]uint64{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET RAW", "socket", [6]uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_TCP}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET6 RAW", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_RAW}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET SEQPACKET", "socket", [6]uint64{unix.AF_INET, unix.SOCK_SEQPACKET}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET STREAM SCTP", "socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_INET6 STREAM MPTCP", "socket", [6]uint64{unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, retEPERM, retEPERM, true, false},
+		vmCase{"socket AF_UNIX STREAM TCP", "socket", [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM, unix.IPPROTO_TCP}, retAllow, retAllow, false, false},
+		vmCase{"socket AF_NETLINK STREAM", "socket", [6]uint64{unix.AF_NETLINK, unix.SOCK_STREAM}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_UNSPEC", "socket", [6]uint64{unix.AF_UNSPEC}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_NETLINK", "socket", [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_PACKET", "socket", [6]uint64{unix.AF_PACKET, unix.SOCK_RAW}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_VSOCK", "socket", [6]uint64{unix.AF_VSOCK}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_ALG", "socket", [6]uint64{unix.AF_ALG}, retEPERM, retEPERM, false, false},
+		vmCase{"socket AF_NETLINK|high bits", "socket", [6]uint64{unix.AF_NETLINK | highBit}, retEPERM, retEPERM, false, false},
+		vmCase{"socket -1", "socket", [6]uint64{^uint64(0)}, retEPERM, retEPERM, false, false},
+		vmCase{"socketpair AF_UNIX", "socketpair", [6]uint64{unix.AF_UNIX}, retAllow, retAllow, false, false},
+		vmCase{"socketpair AF_INET", "socketpair", [6]uint64{unix.AF_INET}, retEPERM, retEPERM, false, false},
+		vmCase{"socketpair AF_INET STREAM", "socketpair", [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl TIOCSTI", "ioctl", [6]uint64{0, tiocsti}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl TIOCSTI|high bits", "ioctl", [6]uint64{0, tiocsti | highBit}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl TIOCSTI|all high bits", "ioctl", [6]uint64{0, tiocsti | 0xffffffff00000000}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl TIOCLINUX", "ioctl", [6]uint64{0, tioclinux}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl TIOCLINUX|high bits", "ioctl", [6]uint64{0, tioclinux | highBit}, retEPERM, retEPERM, false, false},
+		vmCase{"ioctl FIONREAD", "ioctl", [6]uint64{0, fionread}, retAllow, retAllow, false, false},
+		vmCase{"ioctl TCGETS", "ioctl", [6]uint64{0, tcgets}, retAllow, retAllow, false, false},
+		vmCase{"ioctl SIOCGIFCONF", "ioctl", [6]uint64{0, siocgifconf}, retAllow, retEPERM, false, false},
+		vmCase{"personality 0", "personality", [6]uint64{0}, retAllow, retAllow, false, false},
+		vmCase{"personality query", "personality", [6]uint64{0xffffffff}, retAllow, retAllow, false, false},
+		vmCase{"personality ADDR_NO_RANDOMIZE", "personality", [6]uint64{addrNoRandomize}, retEPERM, retEPERM, false, false},
+		vmCase{"personality PER_LINUX32", "personality", [6]uint64{perLinux32}, retEPERM, retEPERM, false, false},
+		vmCase{"personality ADDR_NO_RANDOMIZE|high bits", "personality", [6]uint64{addrNoRandomize | highBit}, retEPERM, retEPERM, false, false},
 	)
 }
 
@@ -214,13 +233,13 @@ func vmCases() []vmCase {
 var vmArches = []libseccomp.ScmpArch{libseccomp.ArchAMD64, libseccomp.ArchARM64}
 
 // TestFilterVerdicts compiles each built-in filter (each profile and its
-// loopback variant) for each architecture and checks the verdict of every
-// case in a user-space BPF VM.
+// variants) for each architecture and checks the verdict of every case in
+// a user-space BPF VM.
 func TestFilterVerdicts(t *testing.T) {
 	for _, profile := range Builtins() {
 		p := mustLoad(t, profile)
-		base, loopback := loopbackVariant(profile)
-		if !loopback {
+		base, suffix, ok := variantOf(profile)
+		if !ok {
 			base = profile
 		}
 		for _, arch := range vmArches {
@@ -235,11 +254,11 @@ func TestFilterVerdicts(t *testing.T) {
 					if base == "strict" {
 						want = c.strict
 					}
-					if loopback && c.loopback {
+					if suffix == LoopbackSuffix && c.loopback || suffix == ProxySuffix && c.proxy {
 						want = retAllow
 					}
 					if got := f.run(t, f.nr(t, c.syscall), f.audit, c.args); got != want {
-						t.Errorf("%s%v: %s, want %s", c.name, c.args[:2], retString(got), retString(want))
+						t.Errorf("%s%v: %s, want %s", c.name, c.args[:3], retString(got), retString(want))
 					}
 				}
 				// A number no architecture has yet.

@@ -5,9 +5,10 @@
 // The work is split three ways on purpose:
 //
 //   - At build time, `go generate ./seccomp-profiles` compiles the built-in
-//     profiles (default, strict) and their loopback variants
-//     (default+loopback: WithLoopbackSockets, which a policy selects with
-//     sandbox.loopback_sockets) with this package's Load and Compile and
+//     profiles (default, strict) and their variants (WithVariant:
+//     default+loopback, which a policy selects with
+//     sandbox.loopback_sockets, and default+proxy, for the network
+//     allowlist mode) with this package's Load and Compile and
 //     checks the raw filters in as goldens (seccomp-profiles/gen). A test
 //     fails when a golden differs from what the profile and libseccomp
 //     give now.
@@ -49,8 +50,9 @@
 //     example "allow ioctl" plus "EPERM for ioctl TIOCSTI"). libseccomp
 //     itself would keep only the unconditional rule. Compile realises the
 //     unconditional rule as masked-equality rules covering exactly the values
-//     no exception matches; so exceptions must be one SCMP_CMP_EQ or
-//     SCMP_CMP_MASKED_EQ condition, all on the same argument.
+//     no exception matches; so an exception's conditions must be
+//     SCMP_CMP_EQ or SCMP_CMP_MASKED_EQ (on one argument or several, one
+//     condition per argument, ANDed as libseccomp does).
 //   - Everything libseccomp would resolve silently or arbitrarily is an
 //     error: a syscall name it does not know, a syscall listed without
 //     conditions twice, two conditional rules with different actions that

@@ -17,8 +17,9 @@ import (
 //
 //   - "none": nil and no error. The policy asks for no filter; the caller
 //     must not read a nil Program as a failure to load one.
-//   - A built-in profile ("default", "strict") or its loopback variant
-//     ("default+loopback", see LoopbackSuffix): the filter compiled at
+//   - A built-in profile ("default", "strict") or one of its variants
+//     ("default+loopback", "default+proxy": see LoopbackSuffix and
+//     ProxySuffix): the filter compiled at
 //     build time for this architecture (seccompprofiles.Compiled): no
 //     parsing, no libseccomp, no disk. Before use, the golden must have
 //     been compiled from the very profile this binary embeds (else the
@@ -70,9 +71,9 @@ func loadBuiltin(name string, compiled func(string) (seccompprofiles.Filter, boo
 		}
 		return p.Compile()
 	}
-	// A loopback variant is compiled from its base profile's JSON.
+	// A variant is compiled from its base profile's JSON.
 	base := name
-	if b, ok := loopbackVariant(name); ok {
+	if b, _, ok := variantOf(name); ok {
 		base = b
 	}
 	data, err := seccompprofiles.Read(base)

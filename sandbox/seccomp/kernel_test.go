@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +134,11 @@ func probes(dir string) []probe {
 		{name: "clone3", nr: unix.SYS_CLONE3},
 		{name: "socket-netlink", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC}, closeFD: true},
 		{name: "socket-inet", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, closeFD: true},
+		{name: "socket-inet6-tcp", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET6, unix.SOCK_STREAM | unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC, unix.IPPROTO_TCP}, closeFD: true},
+		{name: "socket-inet-udp", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC}, closeFD: true},
+		{name: "socket-inet6-udp", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET6, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC}, closeFD: true},
+		// Unfiltered (the child is root): a raw socket, closed at once.
+		{name: "socket-inet-raw", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_INET, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.IPPROTO_TCP}, closeFD: true},
 		{name: "socket-unix", nr: unix.SYS_SOCKET, args: [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, closeFD: true},
 		// Unfiltered: a new memfd, sealed against execution or not.
 		{name: "memfd", nr: unix.SYS_MEMFD_CREATE, args: [6]uintptr{str("x"), unix.MFD_CLOEXEC}, closeFD: true},
@@ -169,19 +175,38 @@ func TestKernelProbes(t *testing.T) {
 		"personality-addr-no-randomize": unix.EPERM, "personality-query": 0,
 		"syslog": unix.ENOSYS, "nr-1000": unix.ENOSYS, "memfd": unix.EPERM, "memfd-noexec-seal": unix.EPERM,
 	}
+	// What the kernel answers an AF_INET6 socket the filter lets through:
+	// 0, unless this host has no IPv6 (ipv6.disable=1: EAFNOSUPPORT).
+	inet6 := unix.Errno(0)
+	if fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		if !errors.As(err, &inet6) {
+			t.Fatalf("socket(AF_INET6): %v", err)
+		}
+	} else {
+		unix.Close(fd)
+	}
+	// The IP sockets: every one refused by a profile, every one allowed
+	// by its loopback variant, TCP only by its proxy variant.
+	refused := map[string]unix.Errno{"socket-inet": unix.EPERM, "socket-inet6-tcp": unix.EPERM, "socket-inet-udp": unix.EPERM, "socket-inet6-udp": unix.EPERM, "socket-inet-raw": unix.EPERM}
+	loopback := map[string]unix.Errno{"socket-inet": 0, "socket-inet6-tcp": inet6, "socket-inet-udp": 0, "socket-inet6-udp": inet6, "socket-inet-raw": 0}
+	proxy := map[string]unix.Errno{"socket-inet": 0, "socket-inet6-tcp": inet6, "socket-inet-udp": unix.EPERM, "socket-inet6-udp": unix.EPERM, "socket-inet-raw": unix.EPERM}
 	for _, c := range []struct {
 		profile string
 		source  filterSource
-		inet    unix.Errno
+		inet    map[string]unix.Errno
 	}{
-		{"default", golden, unix.EPERM},
-		{"default", compiledNow, unix.EPERM},
-		{"default" + LoopbackSuffix, golden, 0},
-		{"default" + LoopbackSuffix, compiledNow, 0},
-		{"strict", golden, unix.EPERM},
-		{"strict", compiledNow, unix.EPERM},
-		{"strict" + LoopbackSuffix, golden, 0},
-		{"strict" + LoopbackSuffix, compiledNow, 0},
+		{"default", golden, refused},
+		{"default", compiledNow, refused},
+		{"default" + LoopbackSuffix, golden, loopback},
+		{"default" + LoopbackSuffix, compiledNow, loopback},
+		{"default" + ProxySuffix, golden, proxy},
+		{"default" + ProxySuffix, compiledNow, proxy},
+		{"strict", golden, refused},
+		{"strict", compiledNow, refused},
+		{"strict" + LoopbackSuffix, golden, loopback},
+		{"strict" + LoopbackSuffix, compiledNow, loopback},
+		{"strict" + ProxySuffix, golden, proxy},
+		{"strict" + ProxySuffix, compiledNow, proxy},
 	} {
 		profile, inet := c.profile, c.inet
 		t.Run(profile+"/"+string(c.source), func(t *testing.T) {
@@ -199,10 +224,8 @@ func TestKernelProbes(t *testing.T) {
 					got[f[1]] = unix.Errno(n)
 				}
 			}
-			want := map[string]unix.Errno{"socket-inet": inet}
-			for k, v := range common {
-				want[k] = v
-			}
+			want := maps.Clone(inet)
+			maps.Copy(want, common)
 			for name, w := range want {
 				g, ok := got[name]
 				switch {

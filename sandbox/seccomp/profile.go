@@ -37,7 +37,7 @@ type Profile struct {
 	defaultAct action
 	arches     []specs.Arch
 	// rules are the profile's rules as written, one syscall each;
-	// WithLoopbackSockets plans them again with its own added.
+	// WithVariant plans them again with its own added.
 	rules []rule
 	// plan is the rules Compile hands to libseccomp: the profile's rules,
 	// one syscall each, with unconditional rules that have exceptions
@@ -59,18 +59,17 @@ func (a action) String() string {
 }
 
 // Load reads and validates a profile: "default" and "strict" are the
-// built-in profiles (seccomp-profiles/), "default+loopback" and
-// "strict+loopback" the same with WithLoopbackSockets, an absolute path is
-// a file. A
-// problem in the profile itself is a *ProfileError naming the file, the line
-// and the culprit.
+// built-in profiles (seccomp-profiles/), "default+loopback",
+// "strict+proxy" and the like the same with WithVariant, an absolute path
+// is a file. A problem in the profile itself is a *ProfileError naming the
+// file, the line and the culprit.
 func Load(nameOrPath string) (*Profile, error) {
-	if base, ok := loopbackVariant(nameOrPath); ok {
+	if base, suffix, ok := variantOf(nameOrPath); ok {
 		p, err := Load(base)
 		if err != nil {
 			return nil, err
 		}
-		return p.WithLoopbackSockets()
+		return p.WithVariant(suffix)
 	}
 	src, err := readSource(nameOrPath)
 	if err != nil {

@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -222,6 +224,61 @@ func TestExceptions(t *testing.T) {
 		if got := f.run(t, ioctl, f.audit, [6]uint64{3, c.cmd}); got != c.want {
 			t.Errorf("ioctl(3, %#x): %s, want %s", c.cmd, retString(got), retString(c.want))
 		}
+	}
+}
+
+// TestExceptionsOnSeveralArguments: an exception may hold on a
+// combination of arguments (ANDed); the unconditional rule then covers
+// every other combination, on either argument.
+func TestExceptionsOnSeveralArguments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "socket.json")
+	if err := os.WriteFile(path, []byte(withRule(`{"names": ["socket"], "action": "SCMP_ACT_ALLOW"},
+		{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13, "args": [
+			{"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}, {"index": 1, "value": 15, "valueTwo": 2, "op": "SCMP_CMP_MASKED_EQ"}]}`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := mustLoad(t, path).compileFor(libseccomp.ArchAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFilterVM(t, prog.Raw, libseccomp.ArchAMD64)
+	socket := f.nr(t, "socket")
+	for _, c := range []struct {
+		family, typ uint64
+		want        uint32
+	}{
+		{unix.AF_INET, unix.SOCK_DGRAM, retErrno(13)},
+		{unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC, retErrno(13)},
+		{unix.AF_INET, unix.SOCK_STREAM, retAllow},
+		{unix.AF_INET6, unix.SOCK_DGRAM, retAllow},
+		{unix.AF_INET | highBit, unix.SOCK_DGRAM, retAllow}, // EQ compares all 64 bits
+		{0, 0, retAllow},
+	} {
+		if got := f.run(t, socket, f.audit, [6]uint64{c.family, c.typ}); got != c.want {
+			t.Errorf("socket(%#x, %#x): %s, want %s", c.family, c.typ, retString(got), retString(c.want))
+		}
+	}
+}
+
+// TestExceptionsTooMany: exceptions whose blocks multiply (see
+// TestComplementLimit) are refused with the rule named, promptly.
+func TestExceptionsTooMany(t *testing.T) {
+	rules := []string{`{"names": ["close"], "action": "SCMP_ACT_ALLOW"}`}
+	for i := range 20 {
+		rules = append(rules, fmt.Sprintf(`{"names": ["close"], "action": "SCMP_ACT_ERRNO", "args": [
+			{"index": 0, "value": %d, "valueTwo": %d, "op": "SCMP_CMP_MASKED_EQ"}, {"index": 1, "value": %d, "op": "SCMP_CMP_EQ"}]}`, 1<<i, 1<<i, i))
+	}
+	path := filepath.Join(t.TempDir(), "close.json")
+	if err := os.WriteFile(path, []byte(withRule(strings.Join(rules, ",\n"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), `syscalls[1] "close"`) || !strings.Contains(err.Error(), "more than the 4096 instructions") {
+		t.Fatalf("Load: %v, want an error naming syscalls[1] and the filter's size", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Load took %s to give up", d)
 	}
 }
 

@@ -1,11 +1,15 @@
 package seccomp
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nsbox/nsbox/sandbox/seccomp/load"
 )
 
 // maxU64 is the largest argument value.
@@ -171,51 +175,119 @@ func overlap(a, b rule) bool {
 	return true
 }
 
-// complement returns disjoint masked-equality conditions on argument index
-// that together match exactly the values no pattern in pats matches. pats
-// are SCMP_CMP_EQ or SCMP_CMP_MASKED_EQ conditions. It splits the value
-// space on one bit at a time, the highest bit some pattern still cares
-// about, and emits a block once no pattern can match inside it.
-func complement(index uint, pats []cond) []cond {
-	var out []cond
-	var walk func(mask, datum uint64, live []cond)
-	walk = func(mask, datum uint64, live []cond) {
-		var undecided uint64
-		for _, p := range live {
-			if p.value&^mask == 0 {
-				return // p matches the whole block
-			}
-			undecided |= p.value &^ mask
-		}
-		if len(live) == 0 {
-			out = append(out, cond{index: index, op: specs.OpMaskedEqual, value: mask, datum: datum})
+// complement returns disjoint conjunctions of masked-equality conditions
+// that together match exactly the calls no pattern in pats matches. Each
+// pattern is a conjunction of SCMP_CMP_EQ or SCMP_CMP_MASKED_EQ
+// conditions, at most one per argument. It decides one argument at a
+// time, the lowest one some pattern still constrains: it splits that
+// argument's values on one bit at a time, the highest bit some pattern
+// still cares about, until each pattern matches the whole block or none of
+// it. A block that a pattern with no other condition matches is covered;
+// one that no pattern reaches is emitted (with the conditions that led to
+// it); in any other, the patterns that match it go on to their next
+// argument. With every pattern on one argument, each block is one
+// condition.
+//
+// Patterns on several arguments can multiply each other's blocks: when
+// the blocks or the work exceed what b has left, complement stops and
+// returns false.
+func complement(pats [][]cond, b *budget) ([][]cond, bool) {
+	var out [][]cond
+	over := func() bool { return len(out) > b.blocks || b.steps < 0 }
+	var decide func(prefix []cond, live [][]cond)
+	decide = func(prefix []cond, live [][]cond) {
+		if over() {
 			return
 		}
-		bit := uint64(1) << (63 - bits.LeadingZeros64(undecided))
-		for _, d := range [2]uint64{datum, datum | bit} {
-			var keep []cond
-			for _, p := range live {
-				if (p.datum^d)&p.value&bit == 0 {
-					keep = append(keep, p)
+		if len(live) == 0 {
+			out = append(out, prefix)
+			return
+		}
+		index := live[0][0].index
+		for _, p := range live {
+			index = min(index, p[0].index)
+		}
+		// on: the patterns that constrain this argument; the others
+		// carry over unchanged to every block.
+		var on, rest [][]cond
+		for _, p := range live {
+			if p[0].index == index {
+				on = append(on, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		var walk func(mask, datum uint64, cands, matched [][]cond)
+		walk = func(mask, datum uint64, cands, matched [][]cond) {
+			if b.steps--; over() {
+				return
+			}
+			var undecided uint64
+			var open [][]cond
+			for _, p := range cands {
+				if p[0].value&^mask != 0 {
+					undecided |= p[0].value &^ mask
+					open = append(open, p)
+				} else if len(p) == 1 {
+					return // p matches the whole block
+				} else {
+					matched = append(slices.Clip(matched), p[1:])
 				}
 			}
-			walk(mask|bit, d, keep)
+			if len(open) == 0 {
+				block := slices.Clip(prefix)
+				if mask != 0 {
+					block = append(block, cond{index: index, op: specs.OpMaskedEqual, value: mask, datum: datum})
+				}
+				decide(block, append(slices.Clip(rest), matched...))
+				return
+			}
+			bit := uint64(1) << (63 - bits.LeadingZeros64(undecided))
+			for _, d := range [2]uint64{datum, datum | bit} {
+				var keep [][]cond
+				for _, p := range open {
+					if (p[0].datum^d)&p[0].value&bit == 0 {
+						keep = append(keep, p)
+					}
+				}
+				walk(mask|bit, d, keep, matched)
+			}
 		}
+		walk(0, 0, on, nil)
 	}
-	masked := make([]cond, len(pats))
-	for i, p := range pats {
-		if p.op == specs.OpEqualTo {
-			p = cond{index: p.index, op: specs.OpMaskedEqual, value: maxU64, datum: p.value}
+	// Each pattern as masked equalities, in argument order.
+	masked := make([][]cond, len(pats))
+	for i, pat := range pats {
+		for _, c := range pat {
+			if c.op == specs.OpEqualTo {
+				c = cond{index: c.index, op: specs.OpMaskedEqual, value: maxU64, datum: c.value}
+			}
+			masked[i] = append(masked[i], c)
 		}
-		masked[i] = p
+		slices.SortFunc(masked[i], func(x, y cond) int { return cmp.Compare(x.index, y.index) })
 	}
-	walk(0, 0, masked)
-	return out
+	decide(nil, masked)
+	if over() {
+		return nil, false
+	}
+	b.blocks -= len(out)
+	return out, true
 }
+
+// budget is what complement may still add to a profile's plan: blocks,
+// each a rule of at least one instruction, and steps of work.
+type budget struct{ blocks, steps int }
+
+// newBudget allows blocks blocks, and the steps to find them: each is
+// reached by at most 64 splits per argument.
+func newBudget(blocks int) *budget { return &budget{blocks: blocks, steps: 6 * 64 * blocks} }
 
 // plan checks the rules of each syscall against each other and returns
 // what Compile must add to libseccomp, in profile order.
 func plan(rules []rule) ([]rule, error) {
+	// Every rule costs an instruction, and so will every block the
+	// complements add (parse has checked the rules alone fit).
+	b := newBudget(load.MaxInsns - len(rules))
 	var order []string
 	bySyscall := map[string][]rule{}
 	for _, r := range rules {
@@ -226,7 +298,7 @@ func plan(rules []rule) ([]rule, error) {
 	}
 	var out []rule
 	for _, name := range order {
-		rs, err := planSyscall(bySyscall[name])
+		rs, err := planSyscall(bySyscall[name], b)
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +312,7 @@ func plan(rules []rule) ([]rule, error) {
 // swallow every conditional one, and picks an undocumented order between
 // overlapping conditional rules: each case is either refused or, for
 // "unconditional rule plus exceptions", compiled explicitly.
-func planSyscall(rs []rule) ([]rule, error) {
+func planSyscall(rs []rule, b *budget) ([]rule, error) {
 	var uncond, conds []rule
 	for _, r := range rs {
 		if len(r.conds) == 0 {
@@ -265,28 +337,33 @@ func planSyscall(rs []rule) ([]rule, error) {
 		return conds, nil
 	}
 	fallback := uncond[0]
-	var exceptions []cond
+	var exceptions [][]cond
 	for _, r := range conds {
 		if r.act == fallback.act {
 			continue
 		}
-		c := r.conds[0]
-		if len(r.conds) != 1 || (c.op != specs.OpEqualTo && c.op != specs.OpMaskedEqual) ||
-			(len(exceptions) > 0 && c.index != exceptions[0].index) {
-			return nil, &ruleError{line: r.line, field: fmt.Sprintf("%s %q", r.where, r.syscall),
-				err: fmt.Errorf("is an exception to the unconditional rule in %s: exceptions must be one %s or %s condition each, all on the same argument",
-					fallback.where, specs.OpEqualTo, specs.OpMaskedEqual)}
+		for _, c := range r.conds {
+			if c.op != specs.OpEqualTo && c.op != specs.OpMaskedEqual {
+				return nil, &ruleError{line: r.line, field: fmt.Sprintf("%s %q", r.where, r.syscall),
+					err: fmt.Errorf("is an exception to the unconditional rule in %s: an exception's conditions must be %s or %s",
+						fallback.where, specs.OpEqualTo, specs.OpMaskedEqual)}
+			}
 		}
-		exceptions = append(exceptions, c)
+		exceptions = append(exceptions, r.conds)
 	}
 	if len(exceptions) == 0 {
 		// Conditional rules with the fallback's own action add nothing.
 		return uncond, nil
 	}
-	// The exceptions as written, then the fallback on every other value.
+	// The exceptions as written, then the fallback on every other call.
+	blocks, ok := complement(exceptions, b)
+	if !ok {
+		return nil, &ruleError{line: fallback.line, field: fmt.Sprintf("%s %q", fallback.where, fallback.syscall),
+			err: fmt.Errorf("with its exceptions, this and the profile's other rules need more than the %d instructions a filter holds (write fewer exceptions, or exceptions on fewer arguments)", load.MaxInsns)}
+	}
 	out := conds
-	for _, c := range complement(exceptions[0].index, exceptions) {
-		out = append(out, rule{syscall: fallback.syscall, act: fallback.act, conds: []cond{c},
+	for _, cs := range blocks {
+		out = append(out, rule{syscall: fallback.syscall, act: fallback.act, conds: cs,
 			where: fallback.where + " (unconditional, outside the exceptions)", line: fallback.line})
 	}
 	return out, nil

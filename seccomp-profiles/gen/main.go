@@ -2,9 +2,10 @@
 // architecture it runs on and writes the goldens that the nsbox binary
 // embeds, beside the profiles:
 //
-//	NAME.GOARCH.bpf   one built-in filter (a profile, or its loopback
-//	                  variant NAME+loopback): the struct sock_filter array,
-//	                  native endian, as seccomp(2) takes it
+//	NAME.GOARCH.bpf   one built-in filter (a profile, or one of its
+//	                  variants: NAME+loopback, NAME+proxy): the struct
+//	                  sock_filter array, native endian, as seccomp(2)
+//	                  takes it
 //	golden_GOARCH.go  the table that embeds them, with the SHA-256 of the
 //	                  NAME.json each one was compiled from
 //	golden_other.go   the empty table, for the architectures without goldens
@@ -76,7 +77,7 @@ func generate(dir string) (files map[string][]byte, stale []string, err error) {
 	files = map[string][]byte{}
 	var table bytes.Buffer
 	var embeds []string
-	// Every built-in filter: each profile and its loopback variant.
+	// Every built-in filter: each profile and each of its variants.
 	for _, name := range seccomp.Builtins() {
 		p, err := seccomp.Load(name)
 		if err != nil {
@@ -104,7 +105,7 @@ import "embed"
 var goldenFiles embed.FS
 
 // goldens describes each file of goldenFiles, by filter name (a profile,
-// or its loopback variant).
+// or one of its variants).
 var goldens = map[string]golden{
 %s}
 `, header, arch, strings.Join(embeds, " "), table.String())

@@ -1,7 +1,8 @@
 """A normal CPython workload, run under the compiled filter by
 TestKernelWorkload: python3 workload.py FILTER, FILTER being a built-in
 filter: "default", "strict", or either with "+loopback" (AF_INET and
-AF_INET6 sockets allowed). Every section must pass under its filter.
+AF_INET6 sockets allowed) or "+proxy" (TCP sockets only). Every section
+must pass under its filter.
 
 Each section prints "ok NAME"; any failure raises and exits non-zero.
 numpy is optional (not every host has it): its section then prints
@@ -39,6 +40,7 @@ import zlib
 FILTER = sys.argv[1] if len(sys.argv) > 1 else "default"
 PROFILE, _, VARIANT = FILTER.partition("+")
 LOOPBACK = VARIANT == "loopback"
+PROXY = VARIANT == "proxy"
 
 
 def ok(name):
@@ -101,8 +103,9 @@ async def echo(reader, writer):
 
 
 async def asyncio_main(tmp):
-    # TCP on loopback with the loopback variants; AF_UNIX otherwise.
-    if LOOPBACK:
+    # TCP on loopback with the loopback and proxy variants; AF_UNIX
+    # otherwise.
+    if LOOPBACK or PROXY:
         server = await asyncio.start_server(echo, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -308,8 +311,18 @@ def section_denied():
     for flags in (0, os.MFD_CLOEXEC, 8, 0x10):
         expect_errno(errno.EPERM, os.memfd_create, "x", flags)
     if not LOOPBACK:
-        expect_errno(errno.EPERM, socket.socket, socket.AF_INET)
         expect_errno(errno.EPERM, socket.socket, socket.AF_INET6, socket.SOCK_DGRAM)
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET, socket.SOCK_DGRAM)
+    if not LOOPBACK and not PROXY:
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET)
+    if PROXY:
+        # TCP only: no UDP (so no resolver of its own), no raw sockets, no
+        # other stream protocol (SCTP, MPTCP).
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET, socket.SOCK_STREAM, 132)  # IPPROTO_SCTP
+        expect_errno(errno.EPERM, socket.socket, socket.AF_INET, socket.SOCK_STREAM, 262)  # IPPROTO_MPTCP
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, socket.IPPROTO_TCP):
+            pass
     if PROFILE == "strict":
         expect_errno(errno.EPERM, os.fork)
         expect_errno(errno.EPERM, subprocess.run, [sys.executable, "-c", "pass"])
