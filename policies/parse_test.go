@@ -138,6 +138,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"needs network.max_connections"}},
 		{"allowlist without max_bytes", base + "\n[network]\nmode = \"allowlist\"\nmax_connections = 8\n", 39, "network.mode",
 			[]string{"needs network.max_bytes"}},
+		{"allowlist with loopback sockets", edit(`seccomp = "strict"`, "seccomp = \"strict\"\nloopback_sockets = true") + "\n[network]\nmode = \"allowlist\"\nmax_connections = 8\nmax_bytes = \"1MiB\"\n", 40, "network.mode",
+			[]string{"cannot be combined with sandbox.loopback_sockets"}},
 		{"unknown network mode", base + "\n[network]\nmode = \"open\"\n", 39, "network.mode",
 			[]string{`"none" (loopback only) or "allowlist"`}},
 		{"unknown table", base + "\n[netwrok]\nallow = true\n", 38, "netwrok", []string{"unknown table"}},

@@ -168,6 +168,9 @@ func checkNetworkMode(k *Key, p *Policy, at reporter) error {
 	if sc := p.Sandbox.Seccomp; sc != "none" && !slices.Contains(seccompprofiles.Names(), sc) {
 		return at(k.Name, `"allowlist" needs a built-in seccomp profile or "none" in sandbox.seccomp, not %q: a profile of your own decides which sockets exist (allowed: "none", or a built-in profile)`, sc)
 	}
+	if p.Sandbox.LoopbackSockets {
+		return at(k.Name, `"allowlist" cannot be combined with sandbox.loopback_sockets = true: allowlist mode lets the program make the TCP sockets that reach the proxy and no others (allowed: one of the two)`)
+	}
 	if p.Network.MaxConnections == 0 {
 		return at(k.Name, `"allowlist" needs network.max_connections (allowed: set it, such as max_connections = 32)`)
 	}

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -128,11 +127,12 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 			// (policy validation allows the switch with built-ins only);
 			// in allowlist mode, with the TCP sockets that reach the
 			// proxy and no others.
+			// (validation refuses the two together).
 			switch {
 			case p.Sandbox.LoopbackSockets:
 				pl.Seccomp += seccomp.LoopbackSuffix
 			case pl.Network != nil:
-				pl.Seccomp += seccomp.LoopbackSuffix // NETWORK-TODO ProxySuffix
+				pl.Seccomp += seccomp.ProxySuffix
 			}
 		case p.Requires(hostcheck.Seccomp):
 			return refuse("seccomp", h.Seccomp.Why)
@@ -183,7 +183,7 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 // the program can make TCP or UDP sockets (the loopback variant, a profile
 // of the user's, or no filter).
 func socketBytes(filter string, memory int64) int64 {
-	if seccomp.IsBuiltin(filter) && !strings.HasSuffix(filter, seccomp.LoopbackSuffix) {
+	if seccomp.RefusesIPSockets(filter) {
 		return 0
 	}
 	return memory / 8
