@@ -99,6 +99,12 @@ func (r runResult) String() string {
 // dir is "").
 func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 	t.Helper()
+	return runProgramEnv(t, cfg, program, dir, nil)
+}
+
+// runProgramEnv is runProgram with env added to the program's environment.
+func runProgramEnv(t *testing.T, cfg Config, program, dir string, env []string) runResult {
+	t.Helper()
 	requirePython(t)
 	if dir == "" {
 		dir = t.TempDir()
@@ -115,7 +121,7 @@ func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}, env...)
 	cmd.Stdin = strings.NewReader(program)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
