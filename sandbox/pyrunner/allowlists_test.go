@@ -114,7 +114,7 @@ func TestShippedListsWork(t *testing.T) {
 	// importing them (urllib3 probes IPv6 with a stream socket) trips
 	// nothing.
 	t.Run("web", func(t *testing.T) {
-		site := webSitePackages(t)
+		site := rootSite(t, "web", "requests")
 		var prog strings.Builder
 		for _, m := range WebAllow {
 			if m == "this" || m == "antigravity" {

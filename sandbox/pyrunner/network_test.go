@@ -3,7 +3,6 @@ package pyrunner
 import (
 	"bufio"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,25 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// webSitePackages returns the web root's site-packages (make web), or
-// skips (fails under NSBOX_MUST_WORK=1) when it is not built. The
-// package cannot ask sandbox/roots, which imports it.
-func webSitePackages(t *testing.T) string {
-	t.Helper()
-	roots := os.Getenv("NSBOX_ROOTS_DIR")
-	if roots == "" {
-		roots = "/var/lib/nsbox/roots"
-	}
-	dir := filepath.Join(roots, "web", "venv", "lib", "python3.11", "site-packages")
-	if _, err := os.Stat(filepath.Join(dir, "requests")); err != nil {
-		if mustWork() {
-			t.Fatalf("the web root is not built (make web): %v", err)
-		}
-		t.Skipf("the web root is not built (make web): %v", err)
-	}
-	return dir
-}
 
 // fakeProxy is a listener on 127.0.0.1 that records each request's first
 // line's method and target, and refuses it with 403, as nsbox's proxy refuses a host.
@@ -88,7 +68,7 @@ func startFakeProxy(t *testing.T) *fakeProxy {
 // through the proxy and so trip none of the runner's network checks:
 // they look up only the proxy's address and connect only to it.
 func TestNetworkRealClients(t *testing.T) {
-	site := webSitePackages(t)
+	site := rootSite(t, "web", "requests")
 	p := startFakeProxy(t)
 	proxy := p.ln.Addr().String()
 	cfg := Config{Mode: ModeRun, Proxy: proxy}
@@ -138,7 +118,7 @@ for name, get in [("requests", requests.get), ("httpx", httpx.get)]:
 // resolves the host itself, and the runner refuses that lookup and says
 // to use the proxy.
 func TestNetworkRealClientsWithoutProxy(t *testing.T) {
-	site := webSitePackages(t)
+	site := rootSite(t, "web", "requests")
 	p := startFakeProxy(t)
 	cfg := Config{Mode: ModeRun, Proxy: p.ln.Addr().String()}
 	program := `
