@@ -47,7 +47,7 @@ func TestBuiltins(t *testing.T) {
 		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true, false}, map[string]string{},
 			Allowlist{pyrunner.StrictAllow, pyrunner.StrictDenyBuiltins, pyrunner.StrictDenyEvents, true, []string{}}, true, "untrusted agent code"},
 	}
-	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict"}; !slices.Equal(got, want) {
+	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict", "web"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %v, want %v", got, want)
 	}
 	for _, tt := range tests {
@@ -114,7 +114,7 @@ func TestBuiltinFileHeaders(t *testing.T) {
 
 func TestBuiltinUnknown(t *testing.T) {
 	_, err := Builtin("lax")
-	if err == nil || !strings.Contains(err.Error(), "datasci, default, permissive, strict") {
+	if err == nil || !strings.Contains(err.Error(), "datasci, default, permissive, strict, web") {
 		t.Fatalf("Builtin(lax) error = %v, want one listing the built-ins", err)
 	}
 }
@@ -142,7 +142,7 @@ func TestResolve(t *testing.T) {
 		{arg: filepath.Join(dir, "mine.toml"), wantName: filepath.Join(dir, "mine.toml"), timeout: 3 * time.Second},
 		{arg: "mine.toml", wantName: "mine.toml", timeout: 3 * time.Second},
 		{arg: "mine", errHas: `unknown policy "mine"`},
-		{arg: "lax", errHas: "built-ins: datasci, default, permissive, strict"},
+		{arg: "lax", errHas: "built-ins: datasci, default, permissive, strict, web"},
 		{arg: "", errHas: "unknown policy"},
 		{arg: "./missing.toml", errHas: "read policy ./missing.toml: no such file or directory"},
 	}

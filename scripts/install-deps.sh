@@ -14,7 +14,7 @@ need_file() { # need_file PATH DEBIAN_PACKAGE
 	[ -e "$1" ] || missing_pkgs+=("$2")
 }
 
-# The built-in roots (base, datasci) are built from Debian's Python.
+# The built-in roots (base, datasci, web) are built from Debian's Python.
 need_file /usr/bin/python3.11 python3.11
 need_file /usr/lib/python3.11/os.py libpython3.11-stdlib
 # go test -race and libseccomp-golang need cgo, so a C compiler; the

@@ -25,8 +25,8 @@ var foreignFlags = map[string]string{
 	"dry-run": "pip", "report": "pip", "generate-hashes": "pip-compile",
 	// compileall, ld.so
 	"invalidation-mode": "compileall", "list": "ld.so",
-	// scripts/lock-datasci.sh
-	"upgrade": "scripts/lock-datasci.sh", "check": "scripts/lock-datasci.sh",
+	// scripts/lock-root.sh
+	"upgrade": "scripts/lock-root.sh", "check": "scripts/lock-root.sh",
 	// bench/bench.py and bench/pandas_import.py
 	"runs": "bench", "pandas-runs": "bench", "warmups": "bench", "rss-runs": "bench", "phase-runs": "bench",
 	"verify-runs": "bench", "build-runs": "bench", "only": "bench", "no-install": "bench",

@@ -31,7 +31,7 @@ func rootfsCommand() *cli.Command {
 }
 
 // rootfsRunnerPathCommand prints where a root built by this nsbox keeps
-// its compiled Python runner; `make datasci` rebuilds a root that lacks it.
+// its compiled Python runner; `make datasci` (`make web`) rebuilds a root that lacks it.
 func rootfsRunnerPathCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "runner-path",

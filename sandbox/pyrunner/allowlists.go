@@ -5,7 +5,7 @@ import (
 )
 
 // The shipped lists, as data for the policies' TOML (strict, default,
-// datasci). Top-level module names of CPython 3.11 on Linux.
+// datasci, web). Top-level module names of CPython 3.11 on Linux.
 
 // StrictAllow is a safe standard-library subset for code nobody has read:
 // computation, text, data formats, dates, hashing and compression. Files
@@ -148,6 +148,25 @@ var DatasciPackages = []string{
 
 // DatasciAllow is DefaultAllow plus DatasciPackages, sorted.
 var DatasciAllow = merged(DefaultAllow, DatasciPackages)
+
+// WebStdlib are the standard-library modules the web policy allows on top
+// of DefaultAllow: a program that sets a socket timeout, catches
+// socket.timeout or builds an SSL context imports them itself. Under the
+// web policy's proxy the runner refuses every socket route but the proxy
+// (runner/network.py), and the kernel layer every socket but TCP.
+// socketserver, ftplib, smtplib and the other clients of DefaultDeny stay
+// refused: their protocols do not pass an HTTP proxy.
+var WebStdlib = []string{"socket", "ssl"}
+
+// WebPackages are the top-level names of the web root's locked packages
+// (policies/web.lock): requests, httpx, certifi and their dependencies.
+var WebPackages = []string{
+	"anyio", "certifi", "charset_normalizer", "h11", "httpcore", "httpx",
+	"idna", "requests", "typing_extensions", "urllib3",
+}
+
+// WebAllow is DefaultAllow plus WebStdlib and WebPackages, sorted.
+var WebAllow = merged(DefaultAllow, WebStdlib, WebPackages)
 
 // StrictDenyBuiltins: the getattr family (computed attribute names get
 // around the static underscore check), everything that runs or compiles a

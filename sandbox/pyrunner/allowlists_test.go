@@ -10,7 +10,8 @@ import (
 func TestAllowlistsShape(t *testing.T) {
 	for name, l := range map[string][]string{
 		"StrictAllow": StrictAllow, "DefaultAllow": DefaultAllow, "DatasciAllow": DatasciAllow,
-		"DatasciPackages": DatasciPackages,
+		"DatasciPackages": DatasciPackages, "WebStdlib": WebStdlib, "WebPackages": WebPackages,
+		"WebAllow": WebAllow,
 	} {
 		if !slices.IsSorted(l) || len(slices.Compact(slices.Clone(l))) != len(l) {
 			t.Errorf("%s is not sorted and unique", name)
@@ -39,6 +40,16 @@ func TestAllowlistsShape(t *testing.T) {
 	}
 	if !slices.Contains(DatasciAllow, "pandas") || !slices.Contains(DatasciAllow, "os") {
 		t.Error("DatasciAllow lacks pandas or os")
+	}
+	for _, m := range WebStdlib {
+		if _, ok := DefaultDeny[m]; !ok {
+			t.Errorf("WebStdlib holds %s, which DefaultAllow allows already", m)
+		}
+	}
+	for _, m := range []string{"subprocess", "ctypes", "multiprocessing", "socketserver", "smtplib"} {
+		if slices.Contains(WebAllow, m) {
+			t.Errorf("WebAllow holds %s", m)
+		}
 	}
 }
 
@@ -99,6 +110,27 @@ func TestShippedListsWork(t *testing.T) {
 			}
 		})
 	}
+	// The web policy's list, with its root's packages, under a proxy:
+	// importing them (urllib3 probes IPv6 with a stream socket) trips
+	// nothing.
+	t.Run("web", func(t *testing.T) {
+		site := rootSite(t, "web", "requests")
+		var prog strings.Builder
+		for _, m := range WebAllow {
+			if m == "this" || m == "antigravity" {
+				continue
+			}
+			prog.WriteString("try:\n    import " + m + "\nexcept ImportError as e:\n" +
+				"    if 'policy' in str(e): raise\n")
+		}
+		prog.WriteString("print('ok')\n")
+		cfg := Config{Mode: ModeRun, Allow: WebAllow, DenyBuiltins: DefaultDenyBuiltins,
+			DenyEvents: DefaultDenyEvents, Proxy: "127.0.0.1:3128"}
+		r := runProgramEnv(t, cfg, prog.String(), "", []string{"PYTHONPATH=" + site})
+		if r.exit != 0 || r.stdout != "ok\n" || len(r.report.Violations) != 0 {
+			t.Errorf("%s", r)
+		}
+	})
 	// The default policy's events leave asyncio's event loop working.
 	cfg := Config{Mode: ModeRun, Allow: DefaultAllow, DenyBuiltins: DefaultDenyBuiltins,
 		DenyEvents: DefaultDenyEvents}

@@ -23,6 +23,7 @@
 //	jsonw.py       a JSON writer for the report's nested lines
 //	static.py      the static check
 //	venvsite.py    site's work for nsbox's venv (the interpreter runs with -S)
+//	network.py     the network check under a proxy (Config.Proxy)
 //	guard.py       the audit hook and the run-time checks; the invariants
 //	views.py       what the program is handed: __import__, stubs, module views
 //	tracebacks.py  tracebacks without the runner's frames
@@ -63,7 +64,7 @@
 //
 //	{"kind":"import","name":"os","line":3,"col":0,"detail":"import of 'os' is not allowed by the policy (allowed: ...)"}
 //
-// kind is import, builtin, event or attribute; line is 1-based, col 0-based
+// kind is import, builtin, event, attribute or network; line is 1-based, col 0-based
 // in characters; both are 0 when no line of the program is to blame. First
 // comes {"kind":"ready"}, written once the runner has done its own work
 // (site, config, preload) and before it reads the program, so that a

@@ -62,6 +62,28 @@ func runnerPyc(t *testing.T) string {
 	return compiled.path
 }
 
+// rootSite returns the site-packages of the built-in root name (make
+// datasci, make web), whose packages are built for the host's python3.11
+// and so run outside a sandbox too, checked by the package probe in it.
+// It skips when the root is not built, or fails under NSBOX_MUST_WORK=1
+// (make test builds the roots first). The package cannot ask
+// sandbox/roots, which imports it.
+func rootSite(t *testing.T, name, probe string) string {
+	t.Helper()
+	roots := os.Getenv("NSBOX_ROOTS_DIR")
+	if roots == "" {
+		roots = "/var/lib/nsbox/roots"
+	}
+	site := filepath.Join(roots, name, "venv", "lib", "python3.11", "site-packages")
+	if _, err := os.Stat(filepath.Join(site, probe)); err != nil {
+		if mustWork() {
+			t.Fatalf("the %s root is not built (make %s): %v", name, name, err)
+		}
+		t.Skipf("the %s root is not built (make %s): %v", name, name, err)
+	}
+	return site
+}
+
 func requirePython(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
@@ -99,6 +121,12 @@ func (r runResult) String() string {
 // dir is "").
 func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 	t.Helper()
+	return runProgramEnv(t, cfg, program, dir, nil)
+}
+
+// runProgramEnv is runProgram with env added to the program's environment.
+func runProgramEnv(t *testing.T, cfg Config, program, dir string, env []string) runResult {
+	t.Helper()
 	requirePython(t)
 	if dir == "" {
 		dir = t.TempDir()
@@ -115,7 +143,7 @@ func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}, env...)
 	cmd.Stdin = strings.NewReader(program)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,6 +111,13 @@ type Config struct {
 	// display outputs; past it the rest are dropped and marked truncated.
 	// 0 is DefaultMaxOutputBytes; at most MaxOutputBytesCeiling.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// Proxy is the address of nsbox's proxy in the run's network
+	// namespace, "127.0.0.1:PORT" (policy network.mode "allowlist"), or
+	// "" for a run without network. When set, the runner refuses and
+	// reports (KindNetwork) every route around it: a TCP connect to
+	// another address, a datagram, a name lookup of another host, a new
+	// AF_INET or AF_INET6 socket that is not a stream (runner/network.py).
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // wireConfig is the runner's config argument: Config and the constants of
@@ -120,6 +128,7 @@ type wireConfig struct {
 	Outputs             bool     `json:"outputs"`
 	Preload             []string `json:"preload"`
 	MaxOutputBytes      int64    `json:"max_output_bytes"`
+	Proxy               *string  `json:"proxy"` // null without network
 	MaxViolationLines   int      `json:"max_violation_lines"`
 	ExitPolicyViolation int      `json:"exit_policy_violation"`
 	ExitSyntaxError     int      `json:"exit_syntax_error"`
@@ -173,6 +182,14 @@ func (c Config) Validate() error {
 		}
 		if c.Allow != nil && !slices.Contains(c.Allow, top) {
 			return fmt.Errorf("pyrunner config: preload: %q is not allowed by allow", m)
+		}
+	}
+	if c.Proxy != "" {
+		// The runner compares addresses as the program passes them, so the
+		// proxy's must be the one spelling Python's socket uses.
+		ap, err := netip.ParseAddrPort(c.Proxy)
+		if err != nil || !ap.Addr().Is4() || !ap.Addr().IsLoopback() || ap.Port() == 0 || ap.String() != c.Proxy {
+			return fmt.Errorf("pyrunner config: proxy %q: want a loopback IPv4 address and port, such as \"127.0.0.1:3128\"", c.Proxy)
 		}
 	}
 	if c.MaxOutputBytes < 0 || c.MaxOutputBytes > MaxOutputBytesCeiling {
@@ -242,6 +259,9 @@ func encodeConfig(interp string, c Config) (string, error) {
 		MaxViolationLines: MaxViolationLines, ExitPolicyViolation: ExitPolicyViolation, ExitSyntaxError: ExitSyntaxError}
 	if w.Preload == nil {
 		w.Preload = []string{} // a list, as the runner requires
+	}
+	if c.Proxy != "" {
+		w.Proxy = &c.Proxy
 	}
 	var cfg strings.Builder
 	enc := json.NewEncoder(&cfg)

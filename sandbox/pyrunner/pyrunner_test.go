@@ -22,7 +22,7 @@ func TestArgv(t *testing.T) {
 	// The protocol's constants come from Go, whatever the caller set.
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
 		`"report_fd":3,"filename":"<program>","writable_dirs":["/workspace"],` +
-		`"outputs":false,"preload":[],"max_output_bytes":4194304,` +
+		`"outputs":false,"preload":[],"max_output_bytes":4194304,"proxy":null,` +
 		`"max_violation_lines":1000,"exit_policy_violation":126,"exit_syntax_error":1}`
 	if argv[5] != want {
 		t.Errorf("config\n got %s\nwant %s", argv[5], want)
@@ -38,7 +38,7 @@ func TestArgv(t *testing.T) {
 	if err := json.Unmarshal([]byte(argv[5]), &got); err != nil {
 		t.Fatal(err)
 	}
-	if a, ok := got["allow"].([]any); !ok || len(a) != 0 || got["filename"] != "job.py" ||
+	if a, ok := got["allow"].([]any); !ok || len(a) != 0 || got["filename"] != "job.py" || got["proxy"] != nil ||
 		got["mode"] != "check" || !reflect.DeepEqual(got["writable_dirs"], []any{"/out"}) {
 		t.Errorf("config %s", argv[5])
 	}
@@ -68,6 +68,14 @@ func TestConfigValidate(t *testing.T) {
 		{with(ok, func(c *Config) { c.Preload = []string{"math"}; c.Mode = ModeCheck }), "mode check"},
 		{with(ok, func(c *Config) { c.MaxOutputBytes = -1 }), "max_output_bytes"},
 		{with(ok, func(c *Config) { c.MaxOutputBytes = MaxOutputBytesCeiling + 1 }), "max_output_bytes"},
+		// The runner compares the program's addresses with the proxy's as
+		// spelt: only the canonical loopback IPv4 form is accepted.
+		{with(ok, func(c *Config) { c.Proxy = "127.0.0.1" }), "proxy"},
+		{with(ok, func(c *Config) { c.Proxy = "10.0.0.1:3128" }), "proxy"},
+		{with(ok, func(c *Config) { c.Proxy = "[::1]:3128" }), "proxy"},
+		{with(ok, func(c *Config) { c.Proxy = "127.0.0.1:0" }), "proxy"},
+		{with(ok, func(c *Config) { c.Proxy = "localhost:3128" }), "proxy"},
+		{with(ok, func(c *Config) { c.Proxy = "127.0.0.01:3128" }), "proxy"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -81,7 +89,8 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("Argv accepted no interpreter")
 	}
 	full := Config{Mode: ModeRun, Allow: DatasciAllow, DenyBuiltins: StrictDenyBuiltins,
-		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3, WritableDirs: []string{"/workspace"}}
+		DenyEvents: StrictDenyEvents, StrictAttrs: true, ReportFD: 3, WritableDirs: []string{"/workspace"},
+		Proxy: "127.0.0.1:3128"}
 	if err := full.Validate(); err != nil {
 		t.Errorf("shipped lists: %v", err)
 	}

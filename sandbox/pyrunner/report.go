@@ -17,6 +17,7 @@ const (
 	KindBuiltin   = "builtin"   // a denied builtin, or a denied write through open
 	KindEvent     = "event"     // a denied audit event, or the report pipe
 	KindAttribute = "attribute" // strict_attrs: underscore names, frames
+	KindNetwork   = "network"   // Config.Proxy: a route around the proxy (runner/network.py)
 )
 
 // The values of Report.Static.
@@ -156,7 +157,7 @@ func (rep *Report) add(line []byte, tooLong bool) {
 	case len(line) > maxLine:
 		rep.Malformed++
 		return
-	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute:
+	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute, w.Kind == KindNetwork:
 	default:
 		rep.Malformed++
 		return

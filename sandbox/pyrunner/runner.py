@@ -180,7 +180,7 @@ CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
     "report_fd", "filename", "writable_dirs", "max_violation_lines",
     "exit_policy_violation", "exit_syntax_error", "outputs", "preload",
-    "max_output_bytes"))
+    "max_output_bytes", "proxy"))
 
 
 def _fail(msg):
@@ -264,7 +264,24 @@ def _load_config(argv):
     if cfg.preload and cfg.mode == "check":
         _fail("preload: nothing runs in mode check")
     cfg.max_output = integer("max_output_bytes", 1, 1 << 40)
+    cfg.proxy = _proxy(c["proxy"])
     return cfg
+
+
+def _proxy(v):
+    """The proxy's address as (IPv4 literal, port), or None for a run
+    without network (network.py)."""
+    if v is None:
+        return None
+    if type(v) is str:
+        host, sep, port = v.rpartition(":")
+        parts = host.split(".")
+        if (sep and len(parts) == 4 and port.isascii() and port.isdigit()
+                and str(int(port)) == port and 0 < int(port) < 65536
+                and all(p.isascii() and p.isdigit() and str(int(p)) == p
+                        and int(p) < 256 for p in parts)):
+            return host, int(port)
+    _fail("proxy: want null or \"IPv4:port\", not %r" % (v,))
 
 
 class _Config:
@@ -831,12 +848,156 @@ def _venv_site():
 
 
 # ----------------------------------------------------------------------
+# runner/network.py
+
+"""The network check: with a proxy in the config (a policy whose
+network.mode is "allowlist"), the program reaches the network only
+through the proxy nsbox serves on loopback in the run's network
+namespace. HTTP_PROXY and HTTPS_PROXY name it, so requests, httpx and
+urllib go there without code changes; the proxy checks each host against
+the policy's network.allow, resolves names on the host and records every
+connection.
+
+Refused here, each as a violation of kind "network" and a
+PermissionError: a TCP connect to anything but the proxy (AF_UNIX stays
+allowed), a datagram sent to an address (no UDP, so no DNS), a name
+lookup of any host but the proxy's (the sandbox has no resolver: names
+are the proxy's business), and a new AF_INET or AF_INET6 socket that is
+not a stream socket. The kernel layer refuses the same sockets again
+(seccomp allows AF_INET and AF_INET6 stream sockets only, and the
+namespace has only loopback); this layer tells the model what happened
+and what to do instead.
+
+The decision depends only on the event's arguments and the proxy
+address decoded from the config before the program ran. It never calls
+the program's code: addresses are compared by exact type (a str or int
+subclass is never the proxy) and shown through _net_text.
+"""
+
+# Linux's values: the runner imports no socket module (bound.py).
+AF_INET = 2
+AF_INET6 = 10
+SOCK_STREAM = 1
+SOCK_DGRAM = 2
+SOCK_RAW = 3
+SOCK_TYPE_MASK = 0xF  # SOCK_NONBLOCK and SOCK_CLOEXEC are flag bits above it
+# The most of a host name or address a report line carries.
+NET_TEXT_MAX = 255
+
+# The audit events the network check looks at (added to the hook's watch
+# only when the config has a proxy). socket.connect covers connect_ex,
+# socket.gethostbyname covers gethostbyname_ex.
+NET_EVENTS = frozenset((
+    "socket.__new__", "socket.connect", "socket.sendto", "socket.sendmsg",
+    "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+    "socket.getnameinfo"))
+_NET_LOOKUPS = frozenset(("socket.getaddrinfo", "socket.gethostbyname",
+                          "socket.gethostbyaddr"))
+_NET_FAMILIES = {-1: "AF_INET", AF_INET: "AF_INET", AF_INET6: "AF_INET6"}
+_NET_TYPES = {SOCK_DGRAM: "SOCK_DGRAM", SOCK_RAW: "SOCK_RAW"}
+
+
+def _net_proxy_hint(proxy):
+    return ("the sandbox reaches the network only through nsbox's proxy at %s:%d "
+            "(HTTP_PROXY, HTTPS_PROXY), which lets through the hosts the policy's "
+            "network.allow lists" % proxy)
+
+
+def _net_text(v):
+    """v as text for a report, without calling any of its methods: only
+    an exact str, bytes or int is shown."""
+    t = type(v)
+    if t is str:
+        s = v
+    elif t is bytes:
+        s = v.decode("ascii", "replace")
+    elif t is int:
+        s = int.__repr__(v)
+    else:
+        s = "?"
+    return s if len(s) <= NET_TEXT_MAX else s[:NET_TEXT_MAX] + "..."
+
+
+def _net_address(addr):
+    """An AF_INET or AF_INET6 address tuple as "host:port" ("[host]:port"
+    for IPv6); the first two items are read with tuple's own method, so a
+    tuple subclass runs none of its code."""
+    parts = tuple.__getitem__(addr, slice(None, 2))
+    host = _net_text(parts[0]) if parts else "?"
+    port = _net_text(parts[1]) if len(parts) > 1 else "?"
+    return ("[%s]:%s" if ":" in host else "%s:%s") % (host, port)
+
+
+def _net_is_proxy(proxy, addr):
+    """Whether addr is exactly the proxy's (host, port)."""
+    return (type(addr) is tuple and len(addr) == 2
+            and type(addr[0]) is str and addr[0] == proxy[0]
+            and type(addr[1]) is int and addr[1] == proxy[1])
+
+
+def _net_is_proxy_host(proxy, host):
+    """Whether host names the proxy's host: the same IP literal, as str
+    or as bytes (anyio passes the host encoded)."""
+    return (type(host) is str and host == proxy[0]
+            or type(host) is bytes and host == proxy[0].encode("ascii"))
+
+
+def _net_refusal(proxy, event, args):
+    """None when event (one of NET_EVENTS) with args may go on under the
+    proxy (host, port); else (name, detail) for the violation."""
+    hint = _net_proxy_hint(proxy)
+    if event == "socket.__new__":
+        # (socket, family, type, proto) as ints; -1 is the default, which
+        # becomes AF_INET and SOCK_STREAM.
+        family, kind = args[1], args[2]
+        if family not in _NET_FAMILIES or kind == -1 or kind & SOCK_TYPE_MASK == SOCK_STREAM:
+            return None
+        kind &= SOCK_TYPE_MASK
+        shown = "socket(%s, %s)" % (_NET_FAMILIES[family],
+                                   _NET_TYPES.get(kind, "type %d" % kind))
+        return shown, ("%s refused: only TCP stream sockets, no UDP (so no DNS) and no raw "
+                       "sockets; %s" % (shown, hint))
+    if event == "socket.connect":
+        # (socket, address). An address that is no tuple is AF_UNIX's
+        # path (allowed); the kernel refuses every other family.
+        addr = args[1]
+        if not issubclass(type(addr), tuple) or _net_is_proxy(proxy, addr):
+            return None
+        shown = _net_address(addr)
+        return shown, "connect to %s refused: %s" % (shown, hint)
+    if event in ("socket.sendto", "socket.sendmsg"):
+        # (socket, address or None): a datagram, or a TCP Fast Open
+        # connect, to that address.
+        addr = args[1]
+        if addr is None or not issubclass(type(addr), tuple) or _net_is_proxy(proxy, addr):
+            return None
+        shown = _net_address(addr)
+        return shown, ("datagram to %s refused: no UDP and no DNS in the sandbox; %s"
+                       % (shown, hint))
+    if event in _NET_LOOKUPS or event == "socket.getnameinfo":
+        # (host, ...) for a lookup; ((host, port, ...), flags) for getnameinfo.
+        host = args[0]
+        if event == "socket.getnameinfo":
+            host = (tuple.__getitem__(host, 0) if issubclass(type(host), tuple)
+                    and tuple.__len__(host) else None)
+        if _net_is_proxy_host(proxy, host):
+            return None
+        shown = _net_text(host)
+        return shown, ("name lookup of %r refused: the sandbox has no resolver; names are "
+                       "resolved by the proxy on the host: use HTTP(S) through HTTP_PROXY "
+                       "(requests, httpx and urllib do by default), to a host the policy's "
+                       "network.allow lists" % shown)
+    return None
+
+
+# ----------------------------------------------------------------------
 # runner/guard.py
 
 """The guard: the runner's fence while the program runs.
 
 Here: the audit hook (PEP 578), the import checks, the open checks and the
-checks on code compiled at run time. In views.py: what the program is
+checks on code compiled at run time; under a proxy, the hook also asks
+network.py about socket events. In views.py: what the program is
 handed instead of the real thing (its __import__, stubs for denied
 builtins, module views, guarded gadgets). main.py's _run installs both.
 
@@ -1175,6 +1336,17 @@ def _check_open(path, mode, flags, frame):
                           "runs under" % where, p)
 
 
+def _check_network(proxy, event, args, frame):
+    """Raise PermissionError (and report) for a network route around the
+    proxy (network.py)."""
+    refused = _net_refusal(proxy, event, args)
+    if refused is None:
+        return
+    name, detail = refused
+    _violate("network", name, detail, frame)
+    raise PermissionError(13, "%s (the policy nsbox runs under)" % detail)
+
+
 def _hook(event, args):
     """The audit hook (PEP 578). Installed before user code runs; Python code
     cannot remove it. It sees every event of every thread."""
@@ -1197,6 +1369,8 @@ def _hook(event, args):
                      frame)
             raise PermissionError("%s is not allowed by the policy nsbox runs under"
                                   % event)
+        if cfg.proxy is not None and event in NET_EVENTS:
+            _check_network(cfg.proxy, event, args, frame)
         if event == "open":
             _check_open(args[0], args[1], args[2], frame)
         elif frame is None:
@@ -1754,7 +1928,8 @@ def _arm(cfg, report, lines):
                              ("operator", "methodcaller"): _methodcaller,
                              ("string", "Formatter"): _FORMATTER})
     _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
-        {"object.__getattr__"} if cfg.strict else set())
+        {"object.__getattr__"} if cfg.strict else set()) | (
+        NET_EVENTS if cfg.proxy is not None else set())
     _State.ub = _user_builtins(cfg)
     _PG["__builtins__"] = _State.ub
     _PG["call"] = type(_program_call)(_program_call.__code__, _PG, "call")

@@ -201,7 +201,7 @@ func (s *SessionReader) event(w sessionLine, size int) Event {
 		s.done = true
 		return Cell{N: *w.N, Status: w.Status, ExitCode: w.ExitCode, Outputs: w.Outputs,
 			OutputsTruncated: w.Truncated, Exception: w.Exception}
-	case KindImport, KindBuiltin, KindEvent, KindAttribute:
+	case KindImport, KindBuiltin, KindEvent, KindAttribute, KindNetwork:
 		if !inCell || size > maxLine {
 			return nil
 		}

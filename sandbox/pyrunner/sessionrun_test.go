@@ -586,26 +586,11 @@ func mustConfigJSON(t *testing.T, c Config) string {
 	return s
 }
 
-// datasciSite returns the site-packages of a built datasci root (make
-// datasci), whose packages are built for the host's python3.11, or skips.
-func datasciSite(t *testing.T) string {
-	t.Helper()
-	roots := os.Getenv("NSBOX_ROOTS_DIR")
-	if roots == "" {
-		roots = "/var/lib/nsbox/roots"
-	}
-	site := filepath.Join(roots, "datasci", "venv", "lib", "python3.11", "site-packages")
-	if _, err := os.Stat(filepath.Join(site, "pandas")); err != nil {
-		t.Skipf("no datasci root's packages (make datasci): %v", err)
-	}
-	return site
-}
-
 // TestSessionDatasci: a DataFrame displays as HTML and text, a real
 // matplotlib figure as a PNG that decodes, under the datasci policy's
 // Python layer, with the datasci root's packages on the host's python.
 func TestSessionDatasci(t *testing.T) {
-	site := datasciSite(t)
+	site := rootSite(t, "datasci", "pandas")
 	cfg := Config{Allow: DatasciAllow, DenyBuiltins: []string{"open"}, DenyEvents: DefaultDenyEvents,
 		Outputs: true, Preload: []string{"numpy", "pandas", "matplotlib.pyplot"}}
 	s := startSession(t, cfg, "", "PYTHONPATH="+site, "MPLBACKEND=Agg", "OMP_NUM_THREADS=1")
@@ -646,7 +631,7 @@ func TestSessionDatasci(t *testing.T) {
 // displays takes in a warm session: the runner's share of a session
 // cell (no sandbox, no supervisor). -v shows the figures.
 func TestSessionCellTimes(t *testing.T) {
-	site := datasciSite(t)
+	site := rootSite(t, "datasci", "pandas")
 	cfg := Config{Allow: DatasciAllow, DenyBuiltins: []string{"open"}, DenyEvents: DefaultDenyEvents,
 		Outputs: true, Preload: []string{"numpy", "pandas"}}
 	s := startSession(t, cfg, "", "PYTHONPATH="+site, "OMP_NUM_THREADS=1")

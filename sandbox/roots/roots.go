@@ -7,7 +7,8 @@
 // (rootfs-builder), done before a run. The command line builds the
 // built-in "base" root (the standard library of the host's
 // /usr/bin/python3.11, no packages) on first use and says so; "datasci"
-// needs packages from PyPI and is built on purpose (`make datasci`).
+// and "web" need packages from PyPI and are built on purpose (`make
+// datasci`, `make web`).
 package roots
 
 import (
@@ -58,7 +59,7 @@ type Root struct {
 func (r *Root) Close() error { return r.held.Close() }
 
 // Names are the built-in roots a policy may name instead of a path.
-var Names = []string{"base", "datasci"}
+var Names = []string{"base", "datasci", "web"}
 
 // IsBuiltin reports whether name is a built-in root's name.
 func IsBuiltin(name string) bool { return slices.Contains(Names, name) }

@@ -6,6 +6,7 @@ import sys
 
 from .bound import _PG, _ModuleType, _modules
 from .guard import _RG, _State, _add_source, _hook, _plant_lines
+from .network import NET_EVENTS
 from .views import (_FORMATTER, _attrgetter, _guard_import_module,
                     _guard_importlib_import, _methodcaller, _user_builtins)
 
@@ -36,7 +37,8 @@ def _arm(cfg, report, lines):
                              ("operator", "methodcaller"): _methodcaller,
                              ("string", "Formatter"): _FORMATTER})
     _State.watch = frozenset(("open", "import", "exec", "compile")) | cfg.deny_events | (
-        {"object.__getattr__"} if cfg.strict else set())
+        {"object.__getattr__"} if cfg.strict else set()) | (
+        NET_EVENTS if cfg.proxy is not None else set())
     _State.ub = _user_builtins(cfg)
     _PG["__builtins__"] = _State.ub
     _PG["call"] = type(_program_call)(_program_call.__code__, _PG, "call")

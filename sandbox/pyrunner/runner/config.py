@@ -21,7 +21,7 @@ CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
     "report_fd", "filename", "writable_dirs", "max_violation_lines",
     "exit_policy_violation", "exit_syntax_error", "outputs", "preload",
-    "max_output_bytes"))
+    "max_output_bytes", "proxy"))
 
 
 def _fail(msg):
@@ -105,7 +105,24 @@ def _load_config(argv):
     if cfg.preload and cfg.mode == "check":
         _fail("preload: nothing runs in mode check")
     cfg.max_output = integer("max_output_bytes", 1, 1 << 40)
+    cfg.proxy = _proxy(c["proxy"])
     return cfg
+
+
+def _proxy(v):
+    """The proxy's address as (IPv4 literal, port), or None for a run
+    without network (network.py)."""
+    if v is None:
+        return None
+    if type(v) is str:
+        host, sep, port = v.rpartition(":")
+        parts = host.split(".")
+        if (sep and len(parts) == 4 and port.isascii() and port.isdigit()
+                and str(int(port)) == port and 0 < int(port) < 65536
+                and all(p.isascii() and p.isdigit() and str(int(p)) == p
+                        and int(p) < 256 for p in parts)):
+            return host, int(port)
+    _fail("proxy: want null or \"IPv4:port\", not %r" % (v,))
 
 
 class _Config:

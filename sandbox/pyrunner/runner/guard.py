@@ -1,7 +1,8 @@
 """The guard: the runner's fence while the program runs.
 
 Here: the audit hook (PEP 578), the import checks, the open checks and the
-checks on code compiled at run time. In views.py: what the program is
+checks on code compiled at run time; under a proxy, the hook also asks
+network.py about socket events. In views.py: what the program is
 handed instead of the real thing (its __import__, stubs for denied
 builtins, module views, guarded gadgets). main.py's _run installs both.
 
@@ -94,6 +95,7 @@ import posix
 
 from .bound import (_AST, _BOOTSTRAP_GLOBALS, _EXTERNAL_GLOBALS, _PG, _STDLIB, _dict_get,
                     _get_ident, _getframe, _ModuleType, _modules, _real_import)
+from .network import NET_EVENTS, _net_refusal
 from .paths import _abspath, _fsdecode, _realpath
 from .static import _char_col, _check, _import_detail, _relative_detail, _top
 
@@ -348,6 +350,17 @@ def _check_open(path, mode, flags, frame):
                           "runs under" % where, p)
 
 
+def _check_network(proxy, event, args, frame):
+    """Raise PermissionError (and report) for a network route around the
+    proxy (network.py)."""
+    refused = _net_refusal(proxy, event, args)
+    if refused is None:
+        return
+    name, detail = refused
+    _violate("network", name, detail, frame)
+    raise PermissionError(13, "%s (the policy nsbox runs under)" % detail)
+
+
 def _hook(event, args):
     """The audit hook (PEP 578). Installed before user code runs; Python code
     cannot remove it. It sees every event of every thread."""
@@ -370,6 +383,8 @@ def _hook(event, args):
                      frame)
             raise PermissionError("%s is not allowed by the policy nsbox runs under"
                                   % event)
+        if cfg.proxy is not None and event in NET_EVENTS:
+            _check_network(cfg.proxy, event, args, frame)
         if event == "open":
             _check_open(args[0], args[1], args[2], frame)
         elif frame is None:

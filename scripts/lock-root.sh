@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# lock-datasci.sh: (re)generate policies/datasci.lock, the hash-pinned
-# package set of the `datasci` root, from the short top-level list
-# below.
+# lock-root.sh: (re)generate policies/NAME.lock, the hash-pinned package
+# set of the built-in root NAME (datasci, web), from the root's short
+# top-level list below.
 #
-#   scripts/lock-datasci.sh            reproduce: resolve TOP with every other
-#                                      package held at the version already in
-#                                      the lock, re-download, re-hash, rewrite
-#   scripts/lock-datasci.sh --upgrade  re-resolve the dependencies to the newest
-#                                      versions TOP allows (after editing TOP)
-#   scripts/lock-datasci.sh --check    regenerate into a temp file and diff it
-#                                      against the lock; exit 1 if they differ
-#   --out FILE                         write FILE instead of policies/datasci.lock
+#   scripts/lock-root.sh NAME            reproduce: resolve NAME's TOP with every
+#                                        other package held at the version already
+#                                        in the lock, re-download, re-hash, rewrite
+#   scripts/lock-root.sh NAME --upgrade  re-resolve the dependencies to the newest
+#                                        versions TOP allows (after editing TOP)
+#   scripts/lock-root.sh NAME --check    regenerate into a temp file and diff it
+#                                        against the lock; exit 1 if they differ
+#   --out FILE                           write FILE instead of policies/NAME.lock
 #
 # How: pip (run by $PYTHON, default python3, which must be CPython 3.11 on
 # Linux x86_64 because pip evaluates environment markers with it) resolves
@@ -23,15 +23,36 @@
 # lock is written atomically, sorted by name, with each wheel's file name,
 # size and the packages that need it as comments. No build code runs
 # (--only-binary=:all:). The lock installs with
-#   pip install --require-hashes --only-binary=:all: --no-deps -r policies/datasci.lock
+#   pip install --require-hashes --only-binary=:all: --no-deps -r policies/NAME.lock
 set -euo pipefail
 
-# The top-level list: the only versions chosen by hand.
-TOP=(
-	numpy==2.4.6
-	pandas==3.1.1
-	matplotlib==3.11.2
-)
+die() { echo "lock-root: $*" >&2; exit 1; }
+
+case ${1:-} in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { echo "lock-root: the first argument names the root: datasci or web (see --help)" >&2; exit 2; }
+name=$1
+shift
+
+# Each root's top-level list: the only versions chosen by hand; SUMMARY
+# says what the root holds, in the lock's first lines.
+case $name in
+datasci)
+	TOP=(
+		numpy==2.4.6
+		pandas==3.1.1
+		matplotlib==3.11.2
+	)
+	SUMMARY="numpy, pandas and matplotlib" ;;
+web)
+	# certifi: the CA certificates the root's programs verify TLS with.
+	TOP=(
+		requests==2.34.2
+		httpx==0.28.1
+		certifi==2026.10.19.post1
+	)
+	SUMMARY="requests, httpx and certifi" ;;
+*) die "unknown root $name (roots with a lock: datasci, web)" ;;
+esac
 
 # The target: what the lock will be installed into.
 TARGET_PYTHON_VERSION=3.11
@@ -41,7 +62,7 @@ TARGET_ARCH=x86_64
 
 PYTHON=${PYTHON:-python3}
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=$root/policies/datasci.lock
+out=$root/policies/$name.lock
 upgrade=0
 check=0
 
@@ -50,15 +71,13 @@ while [ $# -gt 0 ]; do
 	--upgrade) upgrade=1 ;;
 	--check) check=1 ;;
 	--out)
-		[ $# -ge 2 ] || { echo "lock-datasci: --out needs a FILE" >&2; exit 2; }
+		[ $# -ge 2 ] || { echo "lock-root: --out needs a FILE" >&2; exit 2; }
 		out=$2; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "lock-datasci: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+	*) echo "lock-root: unknown argument: $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
-
-die() { echo "lock-datasci: $*" >&2; exit 1; }
 
 "$PYTHON" - "$TARGET_PYTHON_VERSION" "$TARGET_ARCH" <<'EOF' || die "\$PYTHON ($PYTHON) must be CPython $TARGET_PYTHON_VERSION on Linux $TARGET_ARCH with pip: pip evaluates environment markers with it"
 import platform, sys
@@ -97,7 +116,7 @@ if [ "$upgrade" -eq 0 ] && [ -f "$out" ]; then
 	fi
 fi
 
-echo "lock-datasci: resolving ${TOP[*]} for CPython $TARGET_PYTHON_VERSION/$TARGET_ABI, glibc 2.$TARGET_GLIBC_MINOR $TARGET_ARCH (pip $pip_version)" >&2
+echo "lock-root: resolving ${TOP[*]} for CPython $TARGET_PYTHON_VERSION/$TARGET_ABI, glibc 2.$TARGET_GLIBC_MINOR $TARGET_ARCH (pip $pip_version)" >&2
 if ! "$PYTHON" -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed \
 	--target "$tmp/never-written" --report "$tmp/report.json" \
 	"${target_flags[@]}" "${constraints[@]}" "${TOP[@]}"; then
@@ -119,7 +138,7 @@ report = json.load(open(report_path))
 env = report["environment"]
 
 def fail(msg):
-    sys.exit("lock-datasci: " + msg)
+    sys.exit("lock-root: " + msg)
 
 def platform_ok(tag):
     if tag == "any":
@@ -172,20 +191,20 @@ with open(pins_txt, "w") as f:
         f.write(f"{name}=={p['version']} --hash=sha256:{p['index_sha256']}\n")
 EOF
 
-echo "lock-datasci: downloading $(wc -l <"$tmp/pins.txt") wheels" >&2
+echo "lock-root: downloading $(wc -l <"$tmp/pins.txt") wheels" >&2
 "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
 	"${target_flags[@]}" -d "$tmp/wheels" -r "$tmp/pins.txt"
 
 # Hash what was downloaded, cross-check, write the lock.
-"$PYTHON" - "$tmp/pins.json" "$tmp/wheels" "$tmp/lock" "$pip_version" "$TARGET_PYTHON_VERSION" "$TARGET_ABI" "$TARGET_GLIBC_MINOR" "$TARGET_ARCH" "${TOP[@]}" <<'EOF'
+"$PYTHON" - "$name" "$SUMMARY" "$tmp/pins.json" "$tmp/wheels" "$tmp/lock" "$pip_version" "$TARGET_PYTHON_VERSION" "$TARGET_ABI" "$TARGET_GLIBC_MINOR" "$TARGET_ARCH" "${TOP[@]}" <<'EOF'
 import hashlib, json, os, sys
 from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
 
-pins_json, wheel_dir, lock_path, pip_version, pyver, abi, glibc_minor, arch, *top = sys.argv[1:]
+root_name, summary, pins_json, wheel_dir, lock_path, pip_version, pyver, abi, glibc_minor, arch, *top = sys.argv[1:]
 pins = json.load(open(pins_json))
 
 def fail(msg):
-    sys.exit("lock-datasci: " + msg)
+    sys.exit("lock-root: " + msg)
 
 files = {}
 for fn in os.listdir(wheel_dir):
@@ -222,22 +241,22 @@ def mib(n):
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 lines = [
-    "# policies/datasci.lock: the package set of the `datasci` root:",
-    "# numpy, pandas and matplotlib with every runtime dependency, each pinned to",
+    f"# policies/{root_name}.lock: the package set of the `{root_name}` root:",
+    f"# {summary} with every runtime dependency, each pinned to",
     "# one version and to the sha256 of its wheel. Generated; do not edit by hand.",
     "#",
     f"# Top level: {' '.join(top)}",
     f"# Target: CPython {pyver} ({abi}), Linux {arch}, glibc 2.{glibc_minor} (Debian 12's",
     "# /usr/bin/python3.11); wheels only (manylinux up to 2.%s, or pure Python)." % glibc_minor,
-    f"# Made by scripts/lock-datasci.sh with pip {pip_version}: `pip install --dry-run --report`",
+    f"# Made by scripts/lock-root.sh {root_name} with pip {pip_version}: `pip install --dry-run --report`",
     "# resolves the set for that target (--only-binary=:all: --platform ... --abi ...),",
     "# `pip download --require-hashes` fetches each wheel, the script hashes it.",
     "#",
-    "# Regenerate: scripts/lock-datasci.sh            (same versions, re-hashed)",
-    "#             scripts/lock-datasci.sh --upgrade  (after editing TOP in the script)",
-    "#             scripts/lock-datasci.sh --check    (verify this file; exit 1 on a diff)",
+    f"# Regenerate: scripts/lock-root.sh {root_name}            (same versions, re-hashed)",
+    f"#             scripts/lock-root.sh {root_name} --upgrade  (after editing TOP in the script)",
+    f"#             scripts/lock-root.sh {root_name} --check    (verify this file; exit 1 on a diff)",
     "# Install:    pip install --require-hashes --only-binary=:all: --no-deps \\",
-    "#                 -r policies/datasci.lock --python <venv python>",
+    f"#                 -r policies/{root_name}.lock --python <venv python>",
     "#",
     f"# {len(entries)} wheels, {total} bytes ({mib(total)}) in all.",
 ]
@@ -245,12 +264,12 @@ for name, version, sha, fn, size, via in entries:
     lines += ["", f"# {fn} ({mib(size)}); needed by: {via}", f"{name}=={version} \\", f"    --hash=sha256:{sha}"]
 with open(lock_path, "w") as f:
     f.write("\n".join(lines) + "\n")
-print(f"lock-datasci: {len(entries)} wheels, {total} bytes ({mib(total)})", file=sys.stderr)
+print(f"lock-root: {len(entries)} wheels, {total} bytes ({mib(total)})", file=sys.stderr)
 EOF
 
 if [ "$check" -eq 1 ]; then
 	if diff -u "$out" "$tmp/lock"; then
-		echo "lock-datasci: $out is up to date" >&2
+		echo "lock-root: $out is up to date" >&2
 		exit 0
 	fi
 	die "$out differs from what the script generates (diff above)"
@@ -258,4 +277,4 @@ fi
 mkdir -p "$(dirname "$out")"
 cp "$tmp/lock" "$out.tmp.$$"
 mv -f "$out.tmp.$$" "$out"
-echo "lock-datasci: wrote $out" >&2
+echo "lock-root: wrote $out" >&2
