@@ -271,6 +271,11 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 		c.Preload = p.Allowlist.Preload
 	}
 	c.Outputs = f.Outputs && !f.CheckOnly
+	// Allowlist mode: the runner refuses, and reports, every socket route
+	// around the proxy (the kernel's namespace and filter stand behind).
+	if p.Allowlisted() && !f.NoNetwork {
+		c.Proxy = spec.ProxyAddr
+	}
 	return c
 }
 
