@@ -157,11 +157,11 @@ func checkLabels(labels map[string]string) error {
 func clipReason(r *Run) { r.Reason = clipText(r.Reason, MaxReasonBytes) }
 
 // clipText makes s valid UTF-8 (invalid bytes become U+FFFD) of at most
-// max bytes, cut at a character boundary.
-func clipText(s string, max int) string {
+// limit bytes, cut at a character boundary.
+func clipText(s string, limit int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > max {
-		n := max
+	if len(s) > limit {
+		n := limit
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
 		}
