@@ -110,12 +110,15 @@ func auditListCommand() *cli.Command {
 		Name:  "list",
 		Usage: "list runs, newest first",
 		Description: "Filters combine: --since 1h --status error --label team=ml lists the failed runs of the\n" +
-			"last hour labelled team=ml. --json prints a JSON array of run objects (as `audit show --json`).",
+			"last hour labelled team=ml; --host api.example.com the runs that opened a connection to that\n" +
+			"host through the network proxy, allowed or refused. --json prints a JSON array of run objects\n" +
+			"(as `audit show --json`).",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "since", Usage: "only runs started within this long (e.g. 1h, 30m)"},
 			&cli.StringFlag{Name: "status", Usage: "only runs with this status (ok, error, timeout, ..., unfinished)"},
 			&cli.BoolFlag{Name: "violations", Usage: "only runs the Python policy layer refused something in"},
 			&cli.GenericFlag{Name: "label", Value: &auditLabelsFlag{}, Usage: "only runs with this label `key=value` (repeatable; all must match)"},
+			&cli.StringFlag{Name: "host", Usage: "only runs that opened a connection, allowed or refused, to host `NAME` (a name or IP; ASCII case ignored) through the network proxy"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many runs; 0 for all"},
 			auditJSONFlag("the runs"),
 			auditDBFlag(),
@@ -141,6 +144,7 @@ func auditListAction(c *cli.Context) error {
 		Status:     c.String("status"),
 		Violations: c.Bool("violations"),
 		Labels:     *c.Generic("label").(*auditLabelsFlag),
+		Host:       c.String("host"),
 		Limit:      c.Int("limit"),
 	})
 	if err != nil {
@@ -190,7 +194,9 @@ func auditShowCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Description: "ID may be a unique prefix of the run's id. Exit status 1 when no run, or more than one, has it.\n" +
 			"--json prints one run object: the run's fields, seq, prev_hash and hash; code and the output\n" +
-			"heads as text, with a _base64 twin holding the exact bytes when they are not valid UTF-8.",
+			"heads as text, with a _base64 twin holding the exact bytes when they are not valid UTF-8;\n" +
+			"network, null for a run without network, else the result's network section with its\n" +
+			"connections.",
 		Flags:  []cli.Flag{auditJSONFlag("the run"), auditDBFlag()},
 		Action: auditShowAction,
 	}
@@ -249,12 +255,13 @@ func auditExportCommand() *cli.Command {
 func auditStatsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
-		Usage: "summarise the log: runs by status, most refused imports and events, slowest policies",
-		Description: fmt.Sprintf("Imports and audit events are ranked by the number of runs that had them refused, the policies\n"+
-			"by the median duration of their finished runs (nearest rank), then p95; %d of each at most.\n"+
-			"Runs finished because their supervisor died count as killed (and in supervisor_died), not in\n"+
-			"the policies' durations. --json prints {total, unfinished, supervisor_died, by_status,\n"+
-			"top_imports, top_events, slowest_policies}.", audit.TopN),
+		Usage: "summarise the log: runs by status, most refused imports, events and network targets, slowest policies",
+		Description: fmt.Sprintf("Imports, audit events and network targets (a refused host:port, a refused socket call) are\n"+
+			"ranked by the number of runs that had them refused, the policies by the median duration of\n"+
+			"their finished runs (nearest rank), then p95; %d of each at most. Runs finished because their\n"+
+			"supervisor died count as killed (and in supervisor_died), not in the policies' durations.\n"+
+			"--json prints {total, unfinished, supervisor_died, by_status, top_imports, top_events,\n"+
+			"network_runs, refused_connections, top_network, slowest_policies}.", audit.TopN),
 		Flags: []cli.Flag{auditJSONFlag("the summary"), auditDBFlag()},
 		Action: func(c *cli.Context) error {
 			if err := auditNoArgs(c); err != nil {

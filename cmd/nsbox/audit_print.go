@@ -128,6 +128,7 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 	} else {
 		field("code", "sha256 %s (not stored: the policy's audit.store_code is false)", auditOr(r.CodeSHA256))
 	}
+	field("network", "%s", auditNetworkText(r.Network))
 	field("labels", "%s", auditOr(auditLabelText(r.Labels)))
 	field("nsbox version", "%s", auditOr(r.NsboxVersion))
 	if s := r.Supervisor; s != nil {
@@ -151,6 +152,24 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 		}
 		tw.Flush()
 	}
+	if n := r.Network; n != nil && len(n.Connections) > 0 {
+		fmt.Fprintln(w, "\nConnections:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tPORT\tMETHOD\tADDRESS\tALLOWED\tSENT\tRECEIVED\tSTART\tDURATION\tREASON")
+		for _, c := range n.Connections {
+			allowed := "no"
+			if c.Allowed {
+				allowed = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", auditCell(c.Host), c.Port, auditOr(c.Method),
+				auditOr(c.Address), allowed, c.BytesSent, c.BytesReceived, auditMS(&c.StartMS), auditMS(&c.DurationMS),
+				auditOr(c.Reason))
+		}
+		tw.Flush()
+		if n.ConnectionsDropped > 0 {
+			fmt.Fprintf(w, "(and %d more connections, counted in the totals but not listed)\n", n.ConnectionsDropped)
+		}
+	}
 	block := func(title string, b []byte) {
 		if len(b) > 0 {
 			fmt.Fprintf(w, "\n--- %s ---\n%s", title, auditEscape(string(b), true))
@@ -165,6 +184,17 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 		block("code", []byte(*r.Code))
 	}
 	return w.err
+}
+
+// auditNetworkText is the one-line summary of a run's network section, or
+// "-" for a run without network.
+func auditNetworkText(n *result.Network) string {
+	if n == nil {
+		return "-"
+	}
+	listed := len(n.Connections) + n.ConnectionsDropped
+	return fmt.Sprintf("%s via %s: %d connection(s), %d refused; %d bytes sent, %d received",
+		auditOr(n.Mode), auditOr(n.Proxy), listed, n.Refused, n.BytesSent, n.BytesReceived)
 }
 
 // writeAuditStatsText prints the summary as a few small tables.
@@ -198,6 +228,8 @@ func writeAuditStatsText(out io.Writer, s *audit.Stats) error {
 	}
 	table("Most refused imports", "MODULE\tRUNS\tTIMES", counts(s.TopImports))
 	table("Most refused audit events", "EVENT\tRUNS\tTIMES", counts(s.TopEvents))
+	fmt.Fprintf(w, "\nNetwork: %d run(s) in allowlist mode, %d connection(s) refused\n", s.NetworkRuns, s.RefusedConnections)
+	table("Most refused network targets", "TARGET\tRUNS\tTIMES", counts(s.TopNetwork))
 	rows = nil
 	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
 	for _, p := range s.SlowestPolicies {

@@ -44,6 +44,44 @@ func BenchmarkBeginFinish(b *testing.B) {
 	reportPercentiles(b, samples)
 }
 
+// BenchmarkBeginFinishNetwork is BenchmarkBeginFinish for a run in network
+// allowlist mode that opened 0, 50 or 1000 (result.MaxConnectionRecords)
+// connections: what the connections add to a row's write.
+func BenchmarkBeginFinishNetwork(b *testing.B) {
+	for _, n := range []int{0, 50, 1000} {
+		b.Run(fmt.Sprintf("connections=%d", n), func(b *testing.B) {
+			db := newDB(b)
+			for i := range 2000 {
+				r := sampleRun(fmt.Sprintf("warm-%d", i))
+				finishSample(r)
+				r.Network = sampleNetwork(3)
+				if err := db.Finish(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			network := sampleNetwork(n)
+			samples := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				r := sampleRun(fmt.Sprintf("bench-%d", i))
+				start := time.Now()
+				if err := db.Begin(r); err != nil {
+					b.Fatal(err)
+				}
+				finishSample(r)
+				r.Network = network
+				if err := db.Finish(r); err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, time.Since(start))
+			}
+			b.StopTimer()
+			reportPercentiles(b, samples)
+		})
+	}
+}
+
 // BenchmarkOpenClose is the rest of a run's audit cost: opening the
 // existing database in a new process (the schema check) and closing it.
 func BenchmarkOpenClose(b *testing.B) {

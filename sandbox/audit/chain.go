@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash"
 	"slices"
+
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // Each encoding of a row starts with its own domain string, so no row's
@@ -17,10 +19,11 @@ import (
 const (
 	chainDomainV1 = "nsbox audit chain v1\x00" // fields 1-24 and prev_hash
 	chainDomainV2 = "nsbox audit chain v2\x00" // v1's fields, then reason and the supervisor
+	chainDomainV3 = "nsbox audit chain v3\x00" // v2's fields, then the network and its connections
 )
 
 // chainVersion is the encoding Finish hashes rows with.
-const chainVersion = 2
+const chainVersion = 3
 
 // The tags of the canonical encoding (package doc).
 const (
@@ -73,17 +76,20 @@ func optInt[T int | int64](e *encoder, v *T) {
 func (e *encoder) bool(b bool) { e.int(int64(boolInt(b))) }
 
 // knownChainVersion reports whether rowHash can encode version v.
-func knownChainVersion(v int) bool { return v == 1 || v == 2 }
+func knownChainVersion(v int) bool { return v >= 1 && v <= 3 }
 
-// rowHash returns the hash of r under the encoding r.ChainVersion (1 or 2)
-// as the package doc defines it, from r.Seq and r.PrevHash and the recorded
-// fields; r.Hash is not read.
+// rowHash returns the hash of r under the encoding r.ChainVersion (1, 2 or
+// 3) as the package doc defines it, from r.Seq and r.PrevHash and the
+// recorded fields; r.Hash is not read.
 func rowHash(r *Run) string {
 	e := &encoder{h: sha256.New()}
-	if r.ChainVersion == 1 {
+	switch r.ChainVersion {
+	case 1:
 		e.h.Write([]byte(chainDomainV1))
-	} else {
+	case 2:
 		e.h.Write([]byte(chainDomainV2))
+	default:
+		e.h.Write([]byte(chainDomainV3))
 	}
 	e.int(r.Seq)
 	e.str(r.ID)
@@ -139,8 +145,40 @@ func rowHash(r *Run) string {
 			e.str(s.Namespaces)
 		}
 	}
+	if r.ChainVersion >= 3 {
+		e.network(r.Network)
+	}
 	e.str(r.PrevHash)
 	return hex.EncodeToString(e.h.Sum(nil))
+}
+
+// network encodes the network fields: mode, proxy, connections_dropped,
+// refused, bytes_sent, bytes_received, then the connections as a list of
+// ten values each. A run without network (nil) is encoded as its columns
+// are stored: "", "", four zeros and an empty list.
+func (e *encoder) network(n *result.Network) {
+	if n == nil {
+		n = &result.Network{}
+	}
+	e.str(n.Mode)
+	e.str(n.Proxy)
+	e.int(int64(n.ConnectionsDropped))
+	e.int(int64(n.Refused))
+	e.int(n.BytesSent)
+	e.int(n.BytesReceived)
+	e.head(tagList, len(n.Connections))
+	for _, c := range n.Connections {
+		e.str(c.Host)
+		e.int(int64(c.Port))
+		e.str(c.Method)
+		e.str(c.Address)
+		e.bool(c.Allowed)
+		e.str(c.Reason)
+		e.int(c.BytesSent)
+		e.int(c.BytesReceived)
+		e.int(c.StartMS)
+		e.int(c.DurationMS)
+	}
 }
 
 // Break is the first row where the chain is broken.
@@ -210,6 +248,10 @@ func verify(ctx context.Context, q querier) (*Verification, error) {
 			// Encoding 1 does not cover these fields: rows hashed under
 			// it were written before they existed, so they have none.
 			return broke(r, "reason or supervisor set on a row whose hash (encoding 1) does not cover them: the row was edited")
+		case r.ChainVersion < 3 && r.Network != nil:
+			// Likewise for the network fields and encodings 1 and 2.
+			return broke(r, "network fields or connections set on a row whose hash (encoding %d) does not cover them: the row was edited",
+				r.ChainVersion)
 		}
 		if got := rowHash(r); got != r.Hash {
 			return broke(r, "hash %s does not match its fields (%s): the row was edited", short(r.Hash), short(got))

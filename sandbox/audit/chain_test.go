@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // TestRowHashGolden pins the canonical encodings: a change to one breaks
@@ -34,6 +36,19 @@ func TestRowHashGolden(t *testing.T) {
 	if got := rowHash(r); got != want2nil {
 		t.Errorf("rowHash v2 without supervisor = %s, want %s", got, want2nil)
 	}
+	// Version 3: version 2's fields, then the network. Without network it
+	// still differs from version 2 (its domain, and the empty network).
+	r.ChainVersion = 3
+	const want3nil = "a94100fc3e2a64ffb597253dec6b73e533198c018a771ed333f51124bb01be2c"
+	if got := rowHash(r); got != want3nil {
+		t.Errorf("rowHash v3 without network = %s, want %s", got, want3nil)
+	}
+	r.Network = sampleNetwork(3)
+	r.Network.ConnectionsDropped = 2
+	const want3 = "87378d614f7cafc16667ea2e868ae4af57adc3c01b03918ec790bcc2c4e66607"
+	if got := rowHash(r); got != want3 {
+		t.Errorf("rowHash v3 = %s, want %s", got, want3)
+	}
 }
 
 // TestRowHashSeparatesValues: values that a naive concatenation would
@@ -42,8 +57,9 @@ func TestRowHashSeparatesValues(t *testing.T) {
 	base := func() *Run {
 		r := sampleRun("x")
 		finishSample(r)
-		r.ChainVersion = 2
+		r.ChainVersion = 3
 		r.Supervisor = &Supervisor{MachineID: "m", BootID: "b", PID: 10, StartTicks: 20, Namespaces: "pid:[3]"}
+		r.Network = sampleNetwork(3)
 		return r
 	}
 	seen := map[string]string{}
@@ -77,6 +93,41 @@ func TestRowHashSeparatesValues(t *testing.T) {
 		"machine moved": func(r *Run) { r.Supervisor.MachineID, r.Supervisor.BootID = "mb", "" },
 		"other ns":      func(r *Run) { r.Supervisor.Namespaces = "pid:[1]" },
 		"encoding 1":    func(r *Run) { r.ChainVersion, r.Supervisor = 1, nil },
+		"encoding 2":    func(r *Run) { r.ChainVersion = 2 },
+		"no network":    func(r *Run) { r.Network = nil },
+		"no connections": func(r *Run) {
+			r.Network.Connections = nil
+		},
+		"bare network": func(r *Run) {
+			r.Network = &result.Network{Mode: result.NetworkAllowlist, Connections: []result.Connection{}}
+		},
+		"mode":       func(r *Run) { r.Network.Mode = "none" },
+		"proxy":      func(r *Run) { r.Network.Proxy = "127.0.0.1:8080" },
+		"mode moved": func(r *Run) { r.Network.Mode, r.Network.Proxy = "allowlist127.0.0.1", ":3128" },
+		"dropped":    func(r *Run) { r.Network.ConnectionsDropped++ },
+		"refused":    func(r *Run) { r.Network.Refused++ },
+		"sent":       func(r *Run) { r.Network.BytesSent++ },
+		"received":   func(r *Run) { r.Network.BytesReceived++ },
+		"sent and received": func(r *Run) {
+			r.Network.BytesSent, r.Network.BytesReceived = r.Network.BytesReceived, r.Network.BytesSent
+		},
+		"connection removed":    func(r *Run) { r.Network.Connections = r.Network.Connections[:2] },
+		"connections swapped":   func(r *Run) { c := r.Network.Connections; c[0], c[1] = c[1], c[0] },
+		"host":                  func(r *Run) { r.Network.Connections[0].Host = "api0.example.org" },
+		"host moved to address": func(r *Run) { c := &r.Network.Connections[0]; c.Host, c.Address = "api0.example.com192.0.2.1:443", "" },
+		"port":                  func(r *Run) { r.Network.Connections[0].Port = 444 },
+		"method":                func(r *Run) { r.Network.Connections[0].Method = result.ConnectHTTP },
+		"address":               func(r *Run) { r.Network.Connections[0].Address = "192.0.2.9:443" },
+		"allowed":               func(r *Run) { r.Network.Connections[2].Allowed = true },
+		"connection reason":     func(r *Run) { r.Network.Connections[0].Reason = "limit" },
+		"connection sent":       func(r *Run) { r.Network.Connections[0].BytesSent++ },
+		"connection received":   func(r *Run) { r.Network.Connections[0].BytesReceived++ },
+		"connection start":      func(r *Run) { r.Network.Connections[1].StartMS++ },
+		"connection duration":   func(r *Run) { r.Network.Connections[1].DurationMS++ },
+		"bytes swapped": func(r *Run) {
+			c := &r.Network.Connections[1]
+			c.BytesSent, c.BytesReceived = c.BytesReceived, c.BytesSent
+		},
 	} {
 		r := base()
 		edit(r)
@@ -183,7 +234,23 @@ func TestVerifyFindsEdits(t *testing.T) {
 		{"downgraded to encoding 1", `UPDATE runs SET chain_version = 1 WHERE id = '%s'`, 3, "r3", "encoding 1"},
 		{"downgraded and stripped", `UPDATE runs SET chain_version = 1, reason = '', supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
 			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
-		{"unknown encoding", `UPDATE runs SET chain_version = 3 WHERE id = '%s'`, 3, "r3", "chain_version 3"},
+		{"unknown encoding", `UPDATE runs SET chain_version = 4 WHERE id = '%s'`, 3, "r3", "chain_version 4"},
+		{"connection host", `UPDATE run_connections SET host = 'api0.example.org' WHERE run_id = '%s' AND idx = 0`, 3, "r3", "edited"},
+		{"connection bytes", `UPDATE run_connections SET bytes_received = 0 WHERE run_id = '%s' AND idx = 1`, 3, "r3", "edited"},
+		{"connection allowed", `UPDATE run_connections SET allowed = 1 WHERE run_id = '%s' AND idx = 2`, 3, "r3", "edited"},
+		{"connection allowed 2", `UPDATE run_connections SET allowed = 2 WHERE run_id = '%s' AND idx = 0`, 3, "r3", "0 or 1"},
+		{"connection port text", `UPDATE run_connections SET port = 'https' WHERE run_id = '%s' AND idx = 0`, 3, "r3", "port"},
+		{"last connection removed", `DELETE FROM run_connections WHERE run_id = '%s' AND idx = 2`, 3, "r3", "edited"},
+		{"first connection removed", `DELETE FROM run_connections WHERE run_id = '%s' AND idx = 0`, 3, "r3", "idx"},
+		{"connections removed", `DELETE FROM run_connections WHERE run_id = '%s'`, 3, "r3", "edited"},
+		{"connection added", `INSERT INTO run_connections VALUES ('%s', 3, 'x.example', 443, 'CONNECT', '', 0, 'no', 0, 0, 0, 0)`, 3, "r3", "edited"},
+		{"connections moved", `UPDATE run_connections SET run_id = 'r2', idx = idx + 3 WHERE run_id = '%s'`, 2, "r2", "edited"},
+		{"network totals", `UPDATE runs SET net_bytes_sent = 0 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"network refused", `UPDATE runs SET net_refused = 0 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"network mode", `UPDATE runs SET network = '' WHERE id = '%s'`, 3, "r3", "edited"},
+		{"network removed", `UPDATE runs SET network = '', net_proxy = '', net_refused = 0, net_bytes_sent = 0, net_bytes_received = 0
+			WHERE id = '%s'; DELETE FROM run_connections WHERE run_id = 'r3'`, 3, "r3", "edited"},
+		{"downgraded to encoding 2", `UPDATE runs SET chain_version = 2 WHERE id = '%s'`, 3, "r3", "encoding 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, raw, _ := chain(t)

@@ -1,7 +1,8 @@
 // Package audit records every nsbox run in an embedded SQLite database and
 // answers questions about the runs recorded: what ran, under which policy,
-// how it ended, what the Python policy layer refused. Finished rows are
-// hash-chained so that editing or deleting one is detected by Verify.
+// how it ended, what the Python policy layer refused, which hosts it reached
+// through the network proxy. Finished rows are hash-chained so that editing
+// or deleting one is detected by Verify.
 //
 // # Location
 //
@@ -24,23 +25,33 @@
 //
 // Unfinished rows are outside the chain until finished.
 //
-// # Schema (version 2)
+// # Schema (version 3)
 //
-//	schema_version  version, applied_at: one row per migration applied
-//	runs            one row per run; seq, prev_hash and hash are NULL until Finish
-//	run_labels      run_id, key, value: the caller's --label key=value pairs
-//	run_violations  run_id, idx, kind, name, line, col, detail: result.Violation, in order
+//	schema_version   version, applied_at: one row per migration applied
+//	runs             one row per run; seq, prev_hash and hash are NULL until Finish
+//	run_labels       run_id, key, value: the caller's --label key=value pairs
+//	run_violations   run_id, idx, kind, name, line, col, detail: result.Violation, in order
+//	run_connections  run_id, idx, host, port, method, address, allowed, reason,
+//	                 bytes_sent, bytes_received, start_ms, duration_ms:
+//	                 result.Connection, in order
 //
 // Times are integer Unix nanoseconds (UTC); the outputs' heads are BLOBs;
-// booleans are 0 or 1. Labels and violations are tables rather than JSON so
-// that they are queried and hashed as plain values.
+// booleans are 0 or 1. Labels, violations and connections are tables rather
+// than JSON so that they are queried and hashed as plain values; an index on
+// run_connections (host, without regard to ASCII case, then run_id) finds
+// the runs that talked to a host.
 //
 // Version 2 added to runs: reason (why the run ended: the result's reason,
 // a sandbox error's step and message, or "supervisor died"; empty in older
 // rows), the supervisor's identity (supervisor_machine_id,
 // supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
 // supervisor_ns: all five NULL when none was recorded, as in older rows) and chain_version (the encoding a finished
-// row's hash is of; 1 in older rows, 0 while unfinished). Migrations only
+// row's hash is of; 1 in older rows, 0 while unfinished). Version 3 added
+// the network section of the result: on runs, network (the mode, "" for a
+// run without network, as in older rows), net_proxy,
+// net_connections_dropped, net_refused, net_bytes_sent and
+// net_bytes_received ("" and zeros without network), and the table
+// run_connections. Migrations only
 // append steps (schema.go): a database is migrated in place when a newer
 // nsbox opens it, with ADD COLUMN, which rewrites no row; an older nsbox
 // then refuses it.
@@ -48,8 +59,8 @@
 // # Hash chain
 //
 // A finished row's hash is the lowercase hex SHA-256 of its canonical
-// encoding under the version in its chain_version. Encoding 2, which Finish
-// and Reap write, is the 21 bytes "nsbox audit chain v2\x00" followed by
+// encoding under the version in its chain_version. Encoding 3, which Finish
+// and Reap write, is the 21 bytes "nsbox audit chain v3\x00" followed by
 // these fields, in this order, each as a tagged value:
 //
 //	 1 seq                    integer, 1 for the first finished row
@@ -84,17 +95,35 @@
 //	28 supervisor_pid         integer, or NULL likewise
 //	29 supervisor_start_ticks integer, or NULL likewise
 //	30 supervisor_ns          bytes, or NULL likewise
-//	31 prev_hash              bytes: the previous finished row's hash, or 64
+//	31 network                bytes: the mode, "" for a run without network
+//	32 net_proxy              bytes
+//	33 net_connections_dropped integer
+//	34 net_refused            integer
+//	35 net_bytes_sent         integer
+//	36 net_bytes_received     integer
+//	37 connections            list, in idx order; each connection is ten
+//	                          values: host (bytes), port (integer), method,
+//	                          address, allowed (integer, 0 or 1), reason
+//	                          (bytes), bytes_sent, bytes_received,
+//	                          start_ms, duration_ms (integers)
+//	38 prev_hash              bytes: the previous finished row's hash, or 64
 //	                          "0" for the first
 //
-// Encoding 1, of the rows finished before schema version 2, is the 21 bytes
-// "nsbox audit chain v1\x00" followed by fields 1-24 and prev_hash: it does
-// not cover the columns version 2 added, so Verify requires them empty
-// (an empty reason, no supervisor) in a row hashed under it. Each encoding starts
-// with its own domain string, so no row hashes alike under both, and a row
+// A run without network is encoded as it is stored: "", "", four zeros and
+// an empty list (Finish refuses a network section without a mode, so no
+// run with network encodes so).
+//
+// Encoding 2, of the rows finished under schema version 2, is the 21 bytes
+// "nsbox audit chain v2\x00" followed by fields 1-30 and prev_hash, and
+// encoding 1, of the rows finished before it, "nsbox audit chain v1\x00"
+// followed by fields 1-24 and prev_hash. They do not cover the columns the
+// later versions added, so Verify requires those empty in a row hashed
+// under them: no network and no connections under encoding 2; that, an
+// empty reason and no supervisor under encoding 1. Each encoding starts
+// with its own domain string, so no row hashes alike under two, and a row
 // whose chain_version was edited no longer matches its hash. A log may hold
-// both: the chain goes on from the last encoding-1 row to the first
-// encoding-2 row like any two rows.
+// all three: the chain goes on from the last row of one encoding to the
+// first of the next like any two rows.
 //
 // The tagged values are:
 //
@@ -111,8 +140,10 @@
 //
 // Verify walks the finished rows in seq order and reports the first whose
 // seq is not the previous plus one, whose prev_hash is not the previous row's
-// hash, whose chain_version is unknown, or whose recomputed hash differs
-// from the stored one; after the walk,
+// hash, whose chain_version is unknown, whose labels, violations or
+// connections do not read back (an idx missing, a column of the wrong type,
+// a connection's allowed other than 0 or 1), or whose recomputed hash differs from the
+// stored one; after the walk,
 // a row with a final status but no seq (taken out of the chain) is reported
 // too. So an edit of any recorded field of any finished row, and the deletion
 // of any finished row but the last, is found.

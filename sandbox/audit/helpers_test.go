@@ -117,6 +117,28 @@ func finishSample(r *Run) {
 	}
 }
 
+// sampleNetwork is a network section with n connections: every third one
+// refused (plain HTTP to another host, no address, a reason), the others
+// allowed tunnels, with the totals to match.
+func sampleNetwork(n int) *result.Network {
+	net := &result.Network{Mode: result.NetworkAllowlist, Proxy: "127.0.0.1:3128", Connections: []result.Connection{}}
+	for i := range n {
+		c := result.Connection{Host: fmt.Sprintf("api%d.example.com", i%4), Port: 443, Method: result.ConnectTunnel,
+			Address: fmt.Sprintf("192.0.2.%d:443", i%250+1), Allowed: true, BytesSent: int64(100 + i),
+			BytesReceived: int64(5000 + i), StartMS: int64(10 * i), DurationMS: int64(3 + i)}
+		if i%3 == 2 {
+			c.Host, c.Port, c.Method, c.Address, c.Allowed = "evil.example.net", 80, result.ConnectHTTP, "", false
+			c.Reason = "not on the allow list of policy web"
+			c.BytesSent, c.BytesReceived = 0, 0
+			net.Refused++
+		}
+		net.BytesSent += c.BytesSent
+		net.BytesReceived += c.BytesReceived
+		net.Connections = append(net.Connections, c)
+	}
+	return net
+}
+
 // newDB opens a fresh database in a directory Open has to create.
 func newDB(t testing.TB) *DB {
 	t.Helper()
@@ -141,7 +163,8 @@ func rawDB(t testing.TB, db *DB) *sql.DB {
 }
 
 // record begins and finishes runs with the given ids, the sample with
-// distinct start times one second apart.
+// distinct start times one second apart and three connections (the third
+// refused).
 func record(t testing.TB, db *DB, ids ...string) []*Run {
 	t.Helper()
 	var out []*Run
@@ -152,6 +175,7 @@ func record(t testing.TB, db *DB, ids ...string) []*Run {
 			t.Fatal(err)
 		}
 		finishSample(r)
+		r.Network = sampleNetwork(3)
 		if err := db.Finish(r); err != nil {
 			t.Fatal(err)
 		}
@@ -187,6 +211,11 @@ func normal(r *Run) *Run {
 	}
 	if c.Labels == nil {
 		c.Labels = map[string]string{}
+	}
+	if c.Network != nil && c.Network.Connections == nil {
+		n := *c.Network
+		n.Connections = []result.Connection{}
+		c.Network = &n
 	}
 	return &c
 }

@@ -44,6 +44,7 @@ type runJSON struct {
 	Violations         []result.Violation `json:"violations"` // [] when none
 	Labels             map[string]string  `json:"labels"`     // {} when none
 	NsboxVersion       string             `json:"nsbox_version"`
+	Network            *result.Network    `json:"network"`       // null for a run without network
 	Supervisor         *Supervisor        `json:"supervisor"`    // null when none was recorded
 	ChainVersion       int                `json:"chain_version"` // the hash's encoding; 0 while unfinished
 	PrevHash           string             `json:"prev_hash"`     // "" while unfinished
@@ -60,7 +61,7 @@ func (r Run) MarshalJSON() ([]byte, error) {
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Violations: r.Violations, Labels: r.Labels, NsboxVersion: r.NsboxVersion,
-		Supervisor: r.Supervisor, ChainVersion: r.ChainVersion, PrevHash: r.PrevHash, Hash: r.Hash,
+		Network: r.Network, Supervisor: r.Supervisor, ChainVersion: r.ChainVersion, PrevHash: r.PrevHash, Hash: r.Hash,
 	}
 	if !r.End.IsZero() {
 		end := r.End.UTC()
@@ -102,7 +103,7 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes,
 		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
 		Violations: j.Violations, Labels: j.Labels, NsboxVersion: j.NsboxVersion,
-		Supervisor: j.Supervisor, ChainVersion: j.ChainVersion, PrevHash: j.PrevHash, Hash: j.Hash,
+		Network: j.Network, Supervisor: j.Supervisor, ChainVersion: j.ChainVersion, PrevHash: j.PrevHash, Hash: j.Hash,
 	}
 	if j.End != nil {
 		r.End = *j.End

@@ -24,11 +24,15 @@ type Filter struct {
 	Status     string            // only runs with this status ("unfinished" included); "" for all
 	Violations bool              // only runs with at least one violation
 	Labels     map[string]string // only runs with every one of these labels
-	Limit      int               // at most this many runs; 0 or less for all
+	// Host: only runs that opened a connection through the proxy to this
+	// host, allowed or refused; names compare without regard to ASCII
+	// case, as DNS names do. "" for all.
+	Host  string
+	Limit int // at most this many runs; 0 or less for all
 }
 
-// List returns the runs f selects, newest start first, with their labels
-// and violations.
+// List returns the runs f selects, newest start first, with their labels,
+// violations and connections.
 func (db *DB) List(f Filter) ([]Run, error) {
 	runs, err := db.list(f)
 	if err != nil {
@@ -38,33 +42,7 @@ func (db *DB) List(f Filter) ([]Run, error) {
 }
 
 func (db *DB) list(f Filter) ([]Run, error) {
-	var where []string
-	var args []any
-	if f.Since > 0 {
-		where = append(where, `start_ns >= ?`)
-		args = append(args, time.Now().Add(-f.Since).UnixNano())
-	}
-	if f.Status != "" {
-		where = append(where, `status = ?`)
-		args = append(args, f.Status)
-	}
-	if f.Violations {
-		where = append(where, `EXISTS (SELECT 1 FROM run_violations v WHERE v.run_id = runs.id)`)
-	}
-	// Sorted, so one filter is always the same statement.
-	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
-		where = append(where, `EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)`)
-		args = append(args, k, f.Labels[k])
-	}
-	query := `SELECT ` + runColumns + ` FROM runs`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	query += ` ORDER BY start_ns DESC, id DESC`
-	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
+	query, args := listQuery(f)
 	var out []Run
 	err := db.readTx(context.Background(), func(q querier) error {
 		runs, rowErrs, err := queryRuns(context.Background(), q, query, args...)
@@ -81,6 +59,44 @@ func (db *DB) list(f Filter) ([]Run, error) {
 		return nil
 	})
 	return out, err
+}
+
+// listQuery is the statement of List(f) and its arguments.
+func listQuery(f Filter) (string, []any) {
+	var where []string
+	var args []any
+	if f.Since > 0 {
+		where = append(where, `start_ns >= ?`)
+		args = append(args, time.Now().Add(-f.Since).UnixNano())
+	}
+	if f.Status != "" {
+		where = append(where, `status = ?`)
+		args = append(args, f.Status)
+	}
+	if f.Violations {
+		where = append(where, `EXISTS (SELECT 1 FROM run_violations v WHERE v.run_id = runs.id)`)
+	}
+	if f.Host != "" {
+		// IN rather than a correlated EXISTS: the host index finds the
+		// few runs that talked to it without a probe per run.
+		where = append(where, `id IN (SELECT run_id FROM run_connections WHERE host = ? COLLATE NOCASE)`)
+		args = append(args, f.Host)
+	}
+	// Sorted, so one filter is always the same statement.
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		where = append(where, `EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)`)
+		args = append(args, k, f.Labels[k])
+	}
+	query := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY start_ns DESC, id DESC`
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return query, args
 }
 
 // Get returns the run with this id or, failing that, the only run whose id

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,6 +33,10 @@ const MaxReasonBytes = 1024
 // ReasonSupervisorDied is the reason of a row that Reap finished: status
 // killed, its supervisor gone without finishing it.
 const ReasonSupervisorDied = "supervisor died"
+
+// MaxConnectionTextBytes is how much of each text field of a connection
+// (host, method, address, reason) a row keeps.
+const MaxConnectionTextBytes = 1024
 
 // Limits on labels, so that a caller cannot make rows arbitrarily large.
 const (
@@ -79,6 +84,13 @@ type Run struct {
 	Violations         []result.Violation
 	Labels             map[string]string // --label key=value
 	NsboxVersion       string
+	// Network is what the run did through nsbox's proxy in network
+	// allowlist mode: the result's network section, nil for a run without
+	// network. Finish keeps at most result.MaxConnectionRecords connections
+	// (the rest count in ConnectionsDropped) and makes their text fields
+	// valid UTF-8 of at most MaxConnectionTextBytes; a non-nil Network
+	// needs a Mode.
+	Network *result.Network
 	// Supervisor is the process that began the row; Begin records the
 	// calling process when nil. nil in rows from before it was recorded,
 	// and when /proc could not tell.
@@ -88,7 +100,7 @@ type Run struct {
 	Seq          int64  // position in the chain, from 1; 0 while unfinished
 	PrevHash     string // hash of the finished row before this one; "" while unfinished
 	Hash         string // this row's hash (package doc); "" while unfinished
-	ChainVersion int    // the encoding Hash is of: 1 or 2 (package doc); 0 while unfinished
+	ChainVersion int    // the encoding Hash is of: 1, 2 or 3 (package doc); 0 while unfinished
 }
 
 // Finished reports whether the row has been through Finish.
@@ -142,16 +154,52 @@ func checkLabels(labels map[string]string) error {
 // clipReason makes the reason valid UTF-8 (invalid bytes become U+FFFD)
 // of at most MaxReasonBytes, cut at a character boundary: it is text that
 // Export carries exactly, with no _base64 twin.
-func clipReason(r *Run) {
-	s := strings.ToValidUTF8(r.Reason, "\uFFFD")
-	if len(s) > MaxReasonBytes {
-		n := MaxReasonBytes
+func clipReason(r *Run) { r.Reason = clipText(r.Reason, MaxReasonBytes) }
+
+// clipText makes s valid UTF-8 (invalid bytes become U+FFFD) of at most
+// limit bytes, cut at a character boundary.
+func clipText(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > limit {
+		n := limit
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
 		}
 		s = s[:n]
 	}
-	r.Reason = s
+	return s
+}
+
+// clipNetwork replaces r.Network with a copy that Finish can store and
+// Export carry exactly: at most result.MaxConnectionRecords connections,
+// those past it counted in ConnectionsDropped, their text fields clipped
+// (clipText); Connections is [] rather than nil. The caller's Network (the
+// result's own) is left as it was.
+func clipNetwork(r *Run) error {
+	if r.Network == nil {
+		return nil
+	}
+	if r.Network.Mode == "" {
+		return errors.New("network section without a mode")
+	}
+	n := *r.Network
+	conns := n.Connections
+	if len(conns) > result.MaxConnectionRecords {
+		n.ConnectionsDropped += len(conns) - result.MaxConnectionRecords
+		conns = conns[:result.MaxConnectionRecords]
+	}
+	n.Connections = make([]result.Connection, len(conns))
+	for i, c := range conns {
+		c.Host = clipText(c.Host, MaxConnectionTextBytes)
+		c.Method = clipText(c.Method, MaxConnectionTextBytes)
+		c.Address = clipText(c.Address, MaxConnectionTextBytes)
+		c.Reason = clipText(c.Reason, MaxConnectionTextBytes)
+		n.Connections[i] = c
+	}
+	n.Mode = clipText(n.Mode, MaxConnectionTextBytes)
+	n.Proxy = clipText(n.Proxy, MaxConnectionTextBytes)
+	r.Network = &n
+	return nil
 }
 
 // clipHeads cuts the heads to HeadBytes, so what is stored, hashed and left

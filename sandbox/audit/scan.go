@@ -16,7 +16,8 @@ const runColumns = `id, seq, start_ns, end_ns, duration_ms, policy, policy_sha25
 	code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 	stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 	nsbox_version, prev_hash, hash, chain_version, reason,
-	supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns`
+	supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns,
+	network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received`
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("stop")
@@ -64,6 +65,16 @@ func (c *cols) optInt64() *int64 {
 	}
 	c.fail(name, v, "integer")
 	return nil
+}
+
+// bool reads an integer that must be 0 or 1: any other value would read as
+// one of them and hash alike, so an edit to it is reported here.
+func (c *cols) bool() bool {
+	v := c.int64()
+	if v != 0 && v != 1 && c.err == nil {
+		c.err = fmt.Errorf("column %s holds %d, want 0 or 1", c.names[c.i-1], v)
+	}
+	return v == 1
 }
 
 func (c *cols) optInt() *int {
@@ -130,6 +141,21 @@ func (c *cols) supervisor() *Supervisor {
 	return &Supervisor{MachineID: *machine, BootID: *boot, PID: *pid, StartTicks: *start, Namespaces: *ns}
 }
 
+// network reads the six network columns of runs: nil when they are as
+// for a run without network (an empty mode and proxy, zeros), so that a row
+// without network reads back as it was written, and any other value, an
+// edit included, is kept for the hash to judge.
+func (c *cols) network() *result.Network {
+	n := &result.Network{Mode: c.str(), Proxy: c.str()}
+	n.ConnectionsDropped, n.Refused = int(c.int64()), int(c.int64())
+	n.BytesSent, n.BytesReceived = c.int64(), c.int64()
+	if n.Mode == "" && n.Proxy == "" && n.ConnectionsDropped == 0 && n.Refused == 0 && n.BytesSent == 0 && n.BytesReceived == 0 {
+		return nil
+	}
+	n.Connections = []result.Connection{}
+	return n
+}
+
 func (c *cols) time() time.Time {
 	p := c.optInt64()
 	if p == nil {
@@ -192,6 +218,7 @@ func scanRun(rows *sql.Rows) (r *Run, rowErr error, err error) {
 	r.ChainVersion = int(c.int64())
 	r.Reason = c.str()
 	r.Supervisor = c.supervisor()
+	r.Network = c.network()
 	r.Violations = []result.Violation{}
 	r.Labels = map[string]string{}
 	return r, c.err, nil
@@ -226,7 +253,7 @@ func queryRuns(ctx context.Context, q querier, query string, args ...any) (runs 
 	return runs, rowErrs, nil
 }
 
-// loadChildren fills the labels and violations of runs, a few hundred ids
+// loadChildren fills the labels, violations and connections of runs, a few hundred ids
 // per query (SQLite's limit on parameters is far above that).
 func loadChildren(ctx context.Context, q querier, runs []*Run, rowErrs map[string]error) error {
 	const chunk = 256
@@ -243,6 +270,9 @@ func loadChildren(ctx context.Context, q querier, runs []*Run, rowErrs map[strin
 			return err
 		}
 		if err := loadViolations(ctx, q, in, ids, byID, rowErrs); err != nil {
+			return err
+		}
+		if err := loadConnections(ctx, q, in, ids, byID, rowErrs); err != nil {
 			return err
 		}
 		runs = runs[n:]
@@ -310,6 +340,51 @@ func loadViolations(ctx context.Context, q querier, in string, ids []any, byID m
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read violations: %w", err)
+	}
+	return nil
+}
+
+// loadConnections fills r.Network.Connections. A run with connections but
+// no network columns set (an edited row) gets a Network with an empty mode,
+// which its hash does not match.
+func loadConnections(ctx context.Context, q querier, in string, ids []any, byID map[string]*Run, rowErrs map[string]error) error {
+	rows, err := q.QueryContext(ctx, `SELECT run_id, idx, host, port, method, address, allowed, reason,
+			bytes_sent, bytes_received, start_ms, duration_ms
+		FROM run_connections WHERE run_id IN `+in+` ORDER BY run_id, idx`, ids...)
+	if err != nil {
+		return fmt.Errorf("read connections: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := newCols(rows)
+		if err != nil {
+			return fmt.Errorf("read connections: %w", err)
+		}
+		id := c.str()
+		idx := c.int64()
+		conn := result.Connection{Host: c.str(), Port: int(c.int64()), Method: c.str(), Address: c.str()}
+		conn.Allowed = c.bool()
+		conn.Reason = c.str()
+		conn.BytesSent, conn.BytesReceived = c.int64(), c.int64()
+		conn.StartMS, conn.DurationMS = c.int64(), c.int64()
+		r := byID[id]
+		if r == nil {
+			continue
+		}
+		if r.Network == nil {
+			r.Network = &result.Network{Connections: []result.Connection{}}
+		}
+		// idx counts from 0 without gaps, as for violations.
+		if c.err == nil && idx != int64(len(r.Network.Connections)) {
+			c.err = fmt.Errorf("connection idx %d where %d was expected", idx, len(r.Network.Connections))
+		}
+		if c.err != nil && rowErrs[id] == nil {
+			rowErrs[id] = fmt.Errorf("connection: %w", c.err)
+		}
+		r.Network.Connections = append(r.Network.Connections, conn)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read connections: %w", err)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // SchemaVersion is the schema this package reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] brings a database from version i to i+1. A new version
 // appends a step; a step never changes once released, since databases in the
@@ -83,6 +83,38 @@ ALTER TABLE runs ADD COLUMN supervisor_boot_id TEXT;
 ALTER TABLE runs ADD COLUMN supervisor_pid INTEGER;
 ALTER TABLE runs ADD COLUMN supervisor_start_ticks INTEGER;
 ALTER TABLE runs ADD COLUMN supervisor_ns TEXT;
+`,
+	// 2 -> 3: what a run in network allowlist mode did through the proxy:
+	// the totals on runs (network '' for a run without network) and one
+	// row per connection listed, in order. As in 1 -> 2, ADD COLUMN
+	// rewrites no row: the existing rows read as no network, as they were
+	// hashed (encodings 1 and 2 do not cover these columns). The index
+	// answers "which runs talked to host X" (hosts compare as DNS names
+	// do, ASCII case aside) without reading the runs.
+	`
+ALTER TABLE runs ADD COLUMN network TEXT NOT NULL DEFAULT '';   -- '' (none) or 'allowlist'
+ALTER TABLE runs ADD COLUMN net_proxy TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN net_connections_dropped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN net_refused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN net_bytes_sent INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN net_bytes_received INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE run_connections (
+	run_id         TEXT NOT NULL,                 -- runs.id
+	idx            INTEGER NOT NULL,              -- order in the result, from 0
+	host           TEXT NOT NULL,
+	port           INTEGER NOT NULL,
+	method         TEXT NOT NULL,
+	address        TEXT NOT NULL,
+	allowed        INTEGER NOT NULL,              -- 0 or 1
+	reason         TEXT NOT NULL,
+	bytes_sent     INTEGER NOT NULL,
+	bytes_received INTEGER NOT NULL,
+	start_ms       INTEGER NOT NULL,
+	duration_ms    INTEGER NOT NULL,
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX run_connections_host ON run_connections (host COLLATE NOCASE, run_id);
 `,
 }
 

@@ -31,17 +31,23 @@ type PolicyTime struct {
 
 // Stats summarises the whole log.
 type Stats struct {
-	Total           int            `json:"total"`           // rows, finished or not
-	Unfinished      int            `json:"unfinished"`      // rows still "unfinished": running, or not yet found orphaned
-	SupervisorDied  int            `json:"supervisor_died"` // of the "killed" rows, those Reap finished: their supervisor died mid-run
-	ByStatus        map[string]int `json:"by_status"`       // rows per status, "unfinished" included
-	TopImports      []Count        `json:"top_imports"`
-	TopEvents       []Count        `json:"top_events"`
-	SlowestPolicies []PolicyTime   `json:"slowest_policies"` // by median, then p95; without the rows Reap finished
+	Total          int            `json:"total"`           // rows, finished or not
+	Unfinished     int            `json:"unfinished"`      // rows still "unfinished": running, or not yet found orphaned
+	SupervisorDied int            `json:"supervisor_died"` // of the "killed" rows, those Reap finished: their supervisor died mid-run
+	ByStatus       map[string]int `json:"by_status"`       // rows per status, "unfinished" included
+	TopImports     []Count        `json:"top_imports"`
+	TopEvents      []Count        `json:"top_events"`
+	// NetworkRuns are the rows of runs in network allowlist mode, and
+	// RefusedConnections the connections the proxy refused in them.
+	NetworkRuns        int          `json:"network_runs"`
+	RefusedConnections int64        `json:"refused_connections"`
+	TopNetwork         []Count      `json:"top_network"`      // violations of kind network: a refused host:port, a refused socket call
+	SlowestPolicies    []PolicyTime `json:"slowest_policies"` // by median, then p95; without the rows Reap finished
 }
 
-// Stats counts runs by status (and the killed ones whose supervisor died),
-// ranks the most refused imports and audit events (by the number of runs
+// Stats counts runs by status (and the killed ones whose supervisor died)
+// and the runs with network and their refused connections, ranks the most
+// refused imports, audit events and network targets (by the number of runs
 // that had them) and the policies whose finished runs take longest. Each
 // list has at most TopN entries. It counts what is recorded: Reap first
 // for the orphans to count as killed.
@@ -58,6 +64,14 @@ func (db *DB) Stats() (*Stats, error) {
 		}
 		if s.TopEvents, err = topViolations(ctx, q, result.ViolationEvent); err != nil {
 			return err
+		}
+		if s.TopNetwork, err = topViolations(ctx, q, result.ViolationNetwork); err != nil {
+			return err
+		}
+		err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(net_refused), 0) FROM runs WHERE network != ''`).
+			Scan(&s.NetworkRuns, &s.RefusedConnections)
+		if err != nil {
+			return fmt.Errorf("count network runs: %w", err)
 		}
 		s.SlowestPolicies, err = slowestPolicies(ctx, q)
 		return err

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nsbox/nsbox/sandbox/result"
 )
 
 // ErrFinished is returned by Finish for a run that was already finished:
@@ -64,7 +66,8 @@ func (db *DB) begin(r *Run) error {
 // begun is inserted whole, so a failed Begin does not lose the run; a nil
 // r.Supervisor is this process. r.Status must be a final status; a zero
 // r.End is set to now; heads are cut to HeadBytes, the reason to
-// MaxReasonBytes of valid UTF-8.
+// MaxReasonBytes of valid UTF-8, r.Network as clipNetwork says (a copy:
+// the result it came from is not changed).
 func (db *DB) Finish(r *Run) error {
 	if err := db.finish(r); err != nil {
 		return fmt.Errorf("audit finish run %s in %s: %w", r.ID, db.path, err)
@@ -91,6 +94,9 @@ func (db *DB) finish(r *Run) error {
 	if r.Supervisor == nil {
 		r.Supervisor = thisHost().self
 	}
+	if err := clipNetwork(r); err != nil {
+		return err
+	}
 	clipHeads(r)
 	clipReason(r)
 	ctx := context.Background()
@@ -103,7 +109,10 @@ func (db *DB) finish(r *Run) error {
 		if err := insertLabels(ctx, tx, &linked); err != nil {
 			return err
 		}
-		return insertViolations(ctx, tx, &linked)
+		if err := insertViolations(ctx, tx, &linked); err != nil {
+			return err
+		}
+		return insertConnections(ctx, tx, &linked)
 	})
 	if err != nil {
 		return err
@@ -113,7 +122,7 @@ func (db *DB) finish(r *Run) error {
 }
 
 // link gives r the next place in the chain and writes the row's fields (not
-// its labels and violations). It runs inside a BEGIN IMMEDIATE transaction
+// its labels, violations and connections). It runs inside a BEGIN IMMEDIATE transaction
 // (writeTx), which holds the write lock from the read of the chain's head
 // to the commit, so no other finisher can take the same seq: the chain
 // stays linear however many processes finish at once.
@@ -135,6 +144,15 @@ func supervisorColumns(s *Supervisor) (machine, boot, pid, start, ns any) {
 		return nil, nil, nil, nil, nil
 	}
 	return s.MachineID, s.BootID, s.PID, s.StartTicks, s.Namespaces
+}
+
+// networkColumns is how a Network's totals are stored on runs: an empty
+// mode and proxy and zeros for none.
+func networkColumns(n *result.Network) (mode, proxy string, dropped, refused int, sent, received int64) {
+	if n == nil {
+		return "", "", 0, 0, 0, 0
+	}
+	return n.Mode, n.Proxy, n.ConnectionsDropped, n.Refused, n.BytesSent, n.BytesReceived
 }
 
 // genesisHash is the prev_hash of the first finished row.
@@ -161,13 +179,16 @@ func chainHead(ctx context.Context, q querier) (seq int64, hash string, err erro
 // not yet in the chain, so finishing twice changes nothing and fails.
 func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 	machine, boot, pid, start, ns := supervisorColumns(r.Supervisor)
+	mode, proxy, dropped, refused, sent, received := networkColumns(r.Network)
 	res, err := tx.ExecContext(ctx, `INSERT INTO runs (
 			id, seq, start_ns, end_ns, duration_ms, policy, policy_sha256, root_manifest_sha256,
 			code_sha256, code, status, exit_code, signal, cpu_ms, peak_memory_bytes,
 			stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 			nsbox_version, prev_hash, hash, chain_version, reason,
-			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns,
+			network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			seq = excluded.seq, start_ns = excluded.start_ns, end_ns = excluded.end_ns,
 			duration_ms = excluded.duration_ms, policy = excluded.policy,
@@ -181,13 +202,17 @@ func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 			prev_hash = excluded.prev_hash, hash = excluded.hash,
 			chain_version = excluded.chain_version, reason = excluded.reason,
 			supervisor_machine_id = excluded.supervisor_machine_id, supervisor_boot_id = excluded.supervisor_boot_id, supervisor_pid = excluded.supervisor_pid,
-			supervisor_start_ticks = excluded.supervisor_start_ticks, supervisor_ns = excluded.supervisor_ns
+			supervisor_start_ticks = excluded.supervisor_start_ticks, supervisor_ns = excluded.supervisor_ns,
+			network = excluded.network, net_proxy = excluded.net_proxy,
+			net_connections_dropped = excluded.net_connections_dropped, net_refused = excluded.net_refused,
+			net_bytes_sent = excluded.net_bytes_sent, net_bytes_received = excluded.net_bytes_received
 		WHERE runs.seq IS NULL`,
 		r.ID, r.Seq, r.Start.UnixNano(), r.End.UnixNano(), r.DurationMS, r.Policy, r.PolicySHA256,
 		r.RootManifestSHA256, r.CodeSHA256, r.Code, r.Status, r.ExitCode, r.Signal, r.CPUMS,
 		r.PeakMemoryBytes, r.StdoutBytes, r.StderrBytes, nonNil(r.StdoutHead), nonNil(r.StderrHead),
 		boolInt(r.StdoutTruncated), boolInt(r.StderrTruncated), r.NsboxVersion, r.PrevHash, r.Hash,
-		r.ChainVersion, r.Reason, machine, boot, pid, start, ns)
+		r.ChainVersion, r.Reason, machine, boot, pid, start, ns,
+		mode, proxy, dropped, refused, sent, received)
 	if err != nil {
 		return fmt.Errorf("write run: %w", err)
 	}
@@ -224,6 +249,31 @@ func insertViolations(ctx context.Context, tx *sql.Tx, r *Run) error {
 			(run_id, idx, kind, name, line, col, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, i, v.Kind, v.Name, v.Line, v.Col, v.Detail); err != nil {
 			return fmt.Errorf("insert violation %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// insertConnections replaces the run's connections with those of
+// r.Network, keeping their order in idx.
+func insertConnections(ctx context.Context, tx *sql.Tx, r *Run) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM run_connections WHERE run_id = ?`, r.ID); err != nil {
+		return fmt.Errorf("clear connections: %w", err)
+	}
+	if r.Network == nil || len(r.Network.Connections) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO run_connections
+		(run_id, idx, host, port, method, address, allowed, reason, bytes_sent, bytes_received, start_ms, duration_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare to insert connections: %w", err)
+	}
+	defer stmt.Close()
+	for i, c := range r.Network.Connections {
+		if _, err := stmt.ExecContext(ctx, r.ID, i, c.Host, c.Port, c.Method, c.Address, boolInt(c.Allowed),
+			c.Reason, c.BytesSent, c.BytesReceived, c.StartMS, c.DurationMS); err != nil {
+			return fmt.Errorf("insert connection %d (host %q port %d): %w", i, c.Host, c.Port, err)
 		}
 	}
 	return nil

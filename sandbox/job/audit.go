@@ -152,6 +152,7 @@ func FinishRecord(db *audit.DB, rec *audit.Run, r *result.Result, st supervisor.
 	rec.StdoutTruncated, rec.StderrTruncated = r.StdoutTruncated, r.StderrTruncated
 	rec.RootManifestSHA256 = st.RootManifestSHA256
 	rec.Violations = r.Violations
+	rec.Network = r.Network
 	return db.Finish(rec)
 }
 
@@ -167,7 +168,8 @@ func RecordRefused(path string, r *result.Result, start time.Time, log io.Writer
 	}
 	defer db.Close()
 	rec := &audit.Run{ID: r.ID, Start: start, End: time.Now(), DurationMS: r.DurationMS,
-		Policy: r.Policy, Status: string(r.Status), Reason: auditReason(r), NsboxVersion: Version}
+		Policy: r.Policy, Status: string(r.Status), Reason: auditReason(r),
+		Network: r.Network, NsboxVersion: Version}
 	if err := db.Finish(rec); err != nil {
 		fmt.Fprintf(log, "nsbox: audit log: %v (refused run %s not recorded)\n", err, r.ID)
 	}
