@@ -259,7 +259,7 @@ var schema = []Key{
 			"has no other interface, so they reach nothing outside. `false`: the built-in seccomp profile " +
 			"refuses them with `EPERM`, and `AF_UNIX` sockets work. `true` selects the profile's loopback " +
 			"variant (`default+loopback`); socket buffers then count against `limits.memory` (on cgroup v1, " +
-			"an eighth of it is set aside for them in `memory.kmem.tcp.limit_in_bytes`). `true` needs a " +
+			"an eighth of it is set aside for them in `memory.kmem.tcp.limit_in_bytes`, as in network allowlist mode). `true` needs a " +
 			"built-in profile or `\"none\"` in `sandbox.seccomp`: a profile of your own decides for itself.",
 		field: func(p *Policy) any { return &p.Sandbox.LoopbackSockets },
 		check: checkLoopbackSockets,
