@@ -1,7 +1,6 @@
 package netproxy
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -35,15 +34,34 @@ var (
 //
 // Outcomes: a ClientHello (with or without a server name); nothing sent
 // before the deadline or the end of stream (a protocol where the server
-// speaks first: relayed as is); bytes that are not a TLS handshake record
-// (relayed as is, not inspected); a TLS handshake record that does not
+// speaks first: relayed as is); a first byte that does not start a TLS
+// handshake record (relayed as is, not inspected, without waiting); a TLS handshake record that does not
 // parse as a ClientHello within one record (refused: the server name
 // cannot be checked).
 func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
 	if err := c.SetReadDeadline(deadline); err != nil {
 		return hello{err: fmt.Sprintf("program: set read deadline: %v", err)}
 	}
-	hc := &helloConn{c: c, r: io.MultiReader(bytes.NewReader(extra), c), rec: rec}
+	// The bytes already read after the request head come first; they are
+	// shorter than rec's capacity (a head and its extra fit in
+	// MaxHeadBytes).
+	hc := &helloConn{c: c, r: c, rec: append(rec, extra...)}
+	// The first byte alone decides whether this is TLS: a short message
+	// of another protocol is not held back waiting for a record header.
+	var probe [1]byte
+	hc.pos = len(hc.rec)
+	for len(hc.rec) == 0 {
+		if _, err := hc.Read(probe[:]); err != nil && len(hc.rec) == 0 {
+			if !errors.Is(err, os.ErrDeadlineExceeded) && err != io.EOF {
+				return hello{err: fmt.Sprintf("program: %v", err)}
+			}
+			return hello{}
+		}
+	}
+	if hc.rec[0] != recordTypeHandshake {
+		return hello{bytes: hc.rec}
+	}
+	hc.pos = 0 // crypto/tls reads the recorded byte again
 	var sni string
 	seen := false
 	srv := tls.Server(hc, &tls.Config{
@@ -58,28 +76,27 @@ func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
 	switch {
 	case seen:
 		return hello{bytes: hc.rec, sni: sni}
-	case len(hc.rec) == 0:
-		if hc.rerr != nil && !errors.Is(hc.rerr, os.ErrDeadlineExceeded) && hc.rerr != io.EOF {
-			return hello{err: fmt.Sprintf("program: %v", hc.rerr)}
-		}
-		return hello{}
-	case hc.rec[0] != recordTypeHandshake:
-		return hello{bytes: hc.rec}
 	default:
 		return hello{err: fmt.Sprintf("TLS ClientHello not readable, so its server name cannot be checked: %v", err)}
 	}
 }
 
 // helloConn is the connection crypto/tls parses the ClientHello from:
-// reads are recorded (and bounded by rec's capacity), writes fail.
+// reads are recorded (and bounded by rec's capacity), writes fail. Reads
+// first return the recorded bytes from pos on.
 type helloConn struct {
-	c    net.Conn
-	r    io.Reader
-	rec  []byte
-	rerr error
+	c   net.Conn
+	r   io.Reader
+	rec []byte
+	pos int
 }
 
 func (h *helloConn) Read(b []byte) (int, error) {
+	if h.pos < len(h.rec) {
+		n := copy(b, h.rec[h.pos:])
+		h.pos += n
+		return n, nil
+	}
 	room := cap(h.rec) - len(h.rec)
 	if room == 0 {
 		return 0, errHelloBig
@@ -89,9 +106,7 @@ func (h *helloConn) Read(b []byte) (int, error) {
 	}
 	n, err := h.r.Read(b)
 	h.rec = append(h.rec, b[:n]...)
-	if err != nil && h.rerr == nil {
-		h.rerr = err
-	}
+	h.pos = len(h.rec)
 	return n, err
 }
 
