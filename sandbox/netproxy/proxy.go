@@ -161,8 +161,8 @@ func Serve(ln net.Listener, cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("netproxy: policy %q: negative timeout", cfg.Policy)
 	}
 	for i, r := range cfg.Allow {
-		if _, err := ParseRule(r.String()); err != nil || r.Port < 1 || r.Port > 65535 {
-			return nil, fmt.Errorf("netproxy: policy %q: allow[%d] %q is not a parsed rule: %v", cfg.Policy, i, r.String(), err)
+		if parsed, err := ParseRule(r.String()); err != nil || parsed != r {
+			return nil, fmt.Errorf("netproxy: policy %q: allow[%d] %q is not a rule from ParseRule: %v", cfg.Policy, i, r.String(), err)
 		}
 	}
 	cfg.Allow = slices.Clone(cfg.Allow)
@@ -306,6 +306,7 @@ func (p *Proxy) admit(c net.Conn) {
 		p.mu.Unlock()
 		go p.serve(c, r)
 	case p.refusing < refusalSlots:
+		setReasonLocked(r, refusal)
 		p.refusing++
 		p.open[c] = struct{}{}
 		p.wg.Add(1)

@@ -628,6 +628,7 @@ func TestServeChecksConfig(t *testing.T) {
 		{Policy: "p", MaxBytes: 1},
 		{Policy: "p", MaxConns: 1},
 		{Policy: "p", MaxConns: 1, MaxBytes: 1, Allow: []Rule{{Host: "a.test"}}},
+		{Policy: "p", MaxConns: 1, MaxBytes: 1, Allow: []Rule{{Host: "*.a.test", Port: 443}}},
 		{Policy: "p", MaxConns: 1, MaxBytes: 1, DialTimeout: -1},
 	} {
 		if _, err := Serve(ln, cfg); err == nil {
@@ -644,5 +645,55 @@ func TestMemoryBound(t *testing.T) {
 	want := int64(10*connBytes + refusalSlots*refusalBytes + MaxRecords*recordBytes)
 	if p.MemoryBound() != want {
 		t.Errorf("MemoryBound %d, want %d", p.MemoryBound(), want)
+	}
+}
+
+// TestRefusalSlots: beyond max_connections, a few connections are read for
+// their target; when those slots are busy the next is answered at once,
+// unread.
+func TestRefusalSlots(t *testing.T) {
+	up := startUpstream(t, echo)
+	target := "allowed.test:" + strconv.Itoa(up.port)
+	p, _, addr := startProxy(t, Config{MaxConns: 1}, target)
+	c := dialProxy(t, addr)
+	if r := c.connect(t, target); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	for range refusalSlots {
+		dialProxy(t, addr) // sends nothing: holds a refusal slot
+	}
+	if !waitFor(5*time.Second, func() bool { return len(p.Connections()) == 1+refusalSlots }) {
+		t.Fatal("connections not accepted")
+	}
+	last := dialProxy(t, addr)
+	r, err := readResponse(last.br) // without sending anything
+	if err != nil || r.status != 403 || !strings.Contains(r.body, "max_connections (1)") {
+		t.Fatalf("answer %+v, %v", r, err)
+	}
+	recs := p.Close()
+	if len(recs) != 2+refusalSlots {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, rec := range recs[1:] {
+		if rec.Allowed || !strings.Contains(rec.Reason, "max_connections") {
+			t.Errorf("record %+v", rec)
+		}
+	}
+}
+
+// TestRecordsBounded: beyond MaxRecords, connections are counted, not
+// recorded.
+func TestRecordsBounded(t *testing.T) {
+	p, _, addr := startProxy(t, Config{})
+	for range MaxRecords + 10 {
+		c := dialProxy(t, addr)
+		if r := c.connect(t, "other.test:443"); r.status != 403 {
+			t.Fatalf("status %d", r.status)
+		}
+		c.Close()
+	}
+	settled(t)
+	if n, o := len(p.Close()), p.Omitted(); n != MaxRecords || o != 10 {
+		t.Errorf("%d records, %d omitted", n, o)
 	}
 }
