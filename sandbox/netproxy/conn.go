@@ -197,7 +197,7 @@ func (p *Proxy) connect(t target) (net.Conn, netip.AddrPort, int, string) {
 		var internals []string
 		for _, ip := range ips {
 			ip = ip.Unmap()
-			if why := internal(ip); why != "" {
+			if why := p.unreachable(ip); why != "" {
 				if len(internals) < 4 {
 					internals = append(internals, ip.String()+" ("+why+")")
 				}
@@ -211,7 +211,7 @@ func (p *Proxy) connect(t target) (net.Conn, netip.AddrPort, int, string) {
 			if len(internals) == 0 {
 				return nil, netip.AddrPort{}, 502, fmt.Sprintf("cannot resolve %s: no address", t.host)
 			}
-			return nil, netip.AddrPort{}, 403, fmt.Sprintf("%s resolves to %s: a name never reaches loopback, private, link-local or other internal addresses (an IP rule can allow one)",
+			return nil, netip.AddrPort{}, 403, fmt.Sprintf("%s resolves to %s: a name never reaches loopback, private, link-local or other internal addresses, nor this host's own (an IP rule can allow one)",
 				t.host, strings.Join(internals, ", "))
 		}
 	}

@@ -17,8 +17,9 @@
 //	                anything else 400
 //	allowlist       Match against Config.Allow before anything is resolved (403)
 //	resolve         on the host; a name never reaches loopback, private, link-local,
-//	                multicast, CGNAT or other internal addresses (DNS rebinding:
-//	                only an IP rule reaches those) (403; 502 when it does not resolve)
+//	                multicast, CGNAT or other internal addresses, nor the host's own
+//	                (DNS rebinding: only an IP rule reaches those) (403; 502 when it
+//	                does not resolve)
 //	connect         the permitted addresses in order within DialTimeout (502)
 //	CONNECT         200, then the program's first bytes are read (at most one TLS
 //	                record, within HeaderTimeout) and parsed by crypto/tls as a
@@ -42,6 +43,9 @@
 // limit, and clients that retry 503 would only spin against it. Every
 // refusal is a Connection with Allowed false and a Reason.
 //
+// Resolve and Dial must return once their context is cancelled: Close
+// cancels it and waits for them.
+//
 // # What is not protected
 //
 // The payload is not inspected. What the program sends to an allowed
@@ -54,7 +58,8 @@
 // targets, but the requests on one connection are not parsed beyond the
 // first head. A protocol where the server speaks first waits up to
 // HeaderTimeout before the tunnel relays. Connections have no idle timeout:
-// the run's own time limit ends them.
+// the run's own time limit ends them. The host's own addresses are those
+// it had when Serve started.
 //
 // # Memory bound
 //

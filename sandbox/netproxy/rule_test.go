@@ -136,3 +136,25 @@ func TestInternal(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachable: a name never reaches the host's own addresses either.
+func TestUnreachable(t *testing.T) {
+	self, err := hostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !self[netip.MustParseAddr("127.0.0.1")] {
+		t.Errorf("the host's addresses %v lack 127.0.0.1", self)
+	}
+	p := &Proxy{self: map[netip.Addr]bool{netip.MustParseAddr("198.51.100.9"): true}}
+	for addr, want := range map[string]string{
+		"198.51.100.9":        "this host's own address",
+		"::ffff:198.51.100.9": "this host's own address",
+		"198.51.100.10":       "",
+		"10.0.0.1":            "private",
+	} {
+		if got := p.unreachable(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("unreachable(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
