@@ -697,3 +697,62 @@ func TestRecordsBounded(t *testing.T) {
 		t.Errorf("%d records, %d omitted", n, o)
 	}
 }
+
+// clientHello is a ClientHello record crypto/tls sends for sni.
+func clientHello(t *testing.T, sni string) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() {
+		defer a.Close()
+		tls.Client(a, &tls.Config{ServerName: sni, InsecureSkipVerify: true}).Handshake()
+	}()
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(b, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(b, body); err != nil {
+		t.Fatal(err)
+	}
+	return append(hdr, body...)
+}
+
+// TestPipelinedHello: a ClientHello sent with the CONNECT head, before the
+// 200, is checked and replayed byte for byte.
+func TestPipelinedHello(t *testing.T) {
+	for sni, ok := range map[string]bool{"allowed.test": true, "evil.test": false} {
+		t.Run(sni, func(t *testing.T) {
+			hello := clientHello(t, sni)
+			up := startUpstream(t, func(u *upstream, c net.Conn) {
+				b := make([]byte, len(hello))
+				if n, _ := io.ReadFull(c, b); n > 0 {
+					u.keep(string(b[:n]))
+				}
+			})
+			target := "allowed.test:" + strconv.Itoa(up.port)
+			p, _, addr := startProxy(t, Config{}, target)
+			c := dialProxy(t, addr)
+			c.Write(append([]byte("CONNECT "+target+" HTTP/1.1\r\n\r\n"), hello...))
+			if r, err := readResponse(c.br); err != nil || r.status != 200 {
+				t.Fatalf("answer %+v, %v", r, err)
+			}
+			io.Copy(io.Discard, c) // until the upstream or the proxy closes
+			c.Close()
+			up.stop()
+			settled(t)
+			rec := only(t, p.Close())
+			kept := up.kept()
+			if ok {
+				if !rec.Allowed || len(kept) != 1 || kept[0] != string(hello) || rec.BytesSent != int64(len(hello)) {
+					t.Errorf("record %+v; upstream received %d bytes, want the %d-byte hello", rec, len(strings.Join(kept, "")), len(hello))
+				}
+				return
+			}
+			if rec.Allowed || !strings.Contains(rec.Reason, "evil.test") || len(kept) != 0 || up.recv.Load() != 0 {
+				t.Errorf("record %+v; upstream received %d bytes", rec, up.recv.Load())
+			}
+		})
+	}
+}
