@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 )
 
 // hello is what the program sent first in a tunnel: the bytes (to replay
-// upstream), the TLS server name if they were a ClientHello, or err, the
+// upstream), the TLS server name if they were a ClientHello, eof when the
+// program ended its stream before them, ioErr when reading them failed
+// (the program reset the connection, or Close closed it), or err, the
 // reason to refuse.
 type hello struct {
 	bytes []byte
 	sni   string
+	eof   bool
+	ioErr string
 	err   string
 }
 
@@ -29,19 +32,16 @@ var (
 
 // peekHello reads the program's first bytes into rec (its capacity bounds
 // them) while crypto/tls parses them as a ClientHello, stopping right after
-// the parse: nothing is answered and nothing is sent upstream. The
-// deadline bounds the wait.
+// the parse: nothing is answered and nothing is sent upstream. It waits as
+// long as the program does (an idle tunnel holds its connection as any
+// other): Close, closing c, ends the wait.
 //
-// Outcomes: a ClientHello (with or without a server name); nothing sent
-// before the deadline or the end of stream (a protocol where the server
-// speaks first: relayed as is); a first byte that does not start a TLS
-// handshake record (relayed as is, not inspected, without waiting); a TLS handshake record that does not
-// parse as a ClientHello within one record (refused: the server name
-// cannot be checked).
-func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
-	if err := c.SetReadDeadline(deadline); err != nil {
-		return hello{err: fmt.Sprintf("program: set read deadline: %v", err)}
-	}
+// Outcomes: a ClientHello (with or without a server name); the end of the
+// program's stream before any byte; a first byte that does not start a TLS
+// handshake record (relayed as is, not inspected, without waiting for
+// more); a TLS handshake record that does not parse as a ClientHello
+// within one record (refused: the server name cannot be checked).
+func peekHello(c net.Conn, extra, rec []byte) hello {
 	// The bytes already read after the request head come first; they are
 	// shorter than rec's capacity (a head and its extra fit in
 	// MaxHeadBytes).
@@ -52,10 +52,10 @@ func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
 	hc.pos = len(hc.rec)
 	for len(hc.rec) == 0 {
 		if _, err := hc.Read(probe[:]); err != nil && len(hc.rec) == 0 {
-			if !errors.Is(err, os.ErrDeadlineExceeded) && err != io.EOF {
-				return hello{err: fmt.Sprintf("program: %v", err)}
+			if err == io.EOF {
+				return hello{eof: true}
 			}
-			return hello{}
+			return hello{ioErr: fmt.Sprintf("program: %v", err)}
 		}
 	}
 	if hc.rec[0] != recordTypeHandshake {
@@ -70,12 +70,15 @@ func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
 			return nil, errStop
 		},
 	})
-	// Handshake, not HandshakeContext: no goroutine; the deadline (and
-	// Close closing c) ends the reads.
+	// Handshake, not HandshakeContext: no goroutine; Close closing c ends
+	// the reads.
 	err := srv.Handshake()
 	switch {
 	case seen:
 		return hello{bytes: hc.rec, sni: sni}
+	case hc.rerr != nil:
+		// Nothing was sent upstream: the connection just ends.
+		return hello{ioErr: fmt.Sprintf("program: %v", hc.rerr)}
 	default:
 		return hello{err: fmt.Sprintf("TLS ClientHello not readable, so its server name cannot be checked: %v", err)}
 	}
@@ -85,10 +88,11 @@ func peekHello(c net.Conn, extra, rec []byte, deadline time.Time) hello {
 // reads are recorded (and bounded by rec's capacity), writes fail. Reads
 // first return the recorded bytes from pos on.
 type helloConn struct {
-	c   net.Conn
-	r   io.Reader
-	rec []byte
-	pos int
+	c    net.Conn
+	r    io.Reader
+	rec  []byte
+	pos  int
+	rerr error // the first error reading c
 }
 
 func (h *helloConn) Read(b []byte) (int, error) {
@@ -107,6 +111,9 @@ func (h *helloConn) Read(b []byte) (int, error) {
 	n, err := h.r.Read(b)
 	h.rec = append(h.rec, b[:n]...)
 	h.pos = len(h.rec)
+	if err != nil && h.rerr == nil {
+		h.rerr = err
+	}
 	return n, err
 }
 

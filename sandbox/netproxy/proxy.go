@@ -36,8 +36,7 @@ type Config struct {
 	// connection together. 0: DefaultDialTimeout.
 	DialTimeout time.Duration
 	// HeaderTimeout bounds the time the program has to send its request
-	// head, and then (CONNECT) the start of its TLS ClientHello. 0:
-	// DefaultHeaderTimeout.
+	// head. 0: DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 }
 

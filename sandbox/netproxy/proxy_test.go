@@ -264,36 +264,48 @@ func TestBadHello(t *testing.T) {
 	}
 }
 
-// TestServerSpeaksFirst: a tunnel whose program sends nothing is relayed
-// after HeaderTimeout (and does not hold Close).
+// TestServerSpeaksFirst: the upstream's bytes reach the program before it
+// sends anything; its first bytes are still checked when they come, later;
+// a tunnel still silent when the run ends does not hold Close.
 func TestServerSpeaksFirst(t *testing.T) {
 	up := startUpstream(t, func(_ *upstream, c net.Conn) {
 		io.WriteString(c, "220 ready\n")
 		io.Copy(io.Discard, c)
 	})
 	target := "allowed.test:" + strconv.Itoa(up.port)
-	p, _, addr := startProxy(t, Config{HeaderTimeout: 200 * time.Millisecond}, target)
+	p, _, addr := startProxy(t, Config{HeaderTimeout: 5 * time.Second}, target)
 	c := dialProxy(t, addr)
 	if r := c.connect(t, target); r.status != 200 {
 		t.Fatalf("status %d", r.status)
 	}
+	start := time.Now()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := c.br.ReadString('\n')
-	if err != nil || line != "220 ready\n" {
-		t.Fatalf("banner %q, %v", line, err)
+	if err != nil || line != "220 ready\n" || time.Since(start) > time.Second {
+		t.Fatalf("banner %q after %v, %v", line, time.Since(start), err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	cl := tls.Client(c, &tls.Config{ServerName: "evil.test", InsecureSkipVerify: true})
+	cl.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := cl.Handshake(); err == nil {
+		t.Fatal("a ClientHello for another name, sent after the banner, passed")
 	}
 	// A second tunnel still waiting for its first bytes when the run ends.
 	c2 := dialProxy(t, addr)
 	if r := c2.connect(t, target); r.status != 200 {
 		t.Fatalf("status %d", r.status)
 	}
-	start := time.Now()
+	start = time.Now()
 	recs := p.Close()
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Close took %v", d)
 	}
-	if len(recs) != 2 || recs[1].Reason != reasonRunEnded || !recs[0].Allowed {
+	if len(recs) != 2 || recs[0].Allowed || !strings.Contains(recs[0].Reason, "evil.test") || recs[0].BytesReceived != int64(len("220 ready\n")) ||
+		recs[1].Reason != reasonRunEnded || !recs[1].Allowed {
 		t.Errorf("records %+v", recs)
+	}
+	if up.recv.Load() != 0 {
+		t.Errorf("the upstream received %d bytes", up.recv.Load())
 	}
 }
 
