@@ -29,8 +29,10 @@ import (
 // testAddr:port to 127.0.0.1:port, where the test's upstreams listen. Every
 // byte stays on this machine.
 var (
-	testAddr  = netip.MustParseAddr("203.0.113.7")
-	loopback4 = netip.MustParseAddr("127.0.0.1")
+	testAddr = netip.MustParseAddr("203.0.113.7")
+	// unreachableAddr is an address the tests' Dial fails to reach.
+	unreachableAddr = netip.MustParseAddr("198.51.100.1")
+	loopback4       = netip.MustParseAddr("127.0.0.1")
 )
 
 // resolver is the tests' DNS: a fixed table, and a log of the names asked.
@@ -50,6 +52,7 @@ func newResolver() *resolver {
 		"rebind.test":     {netip.MustParseAddr("10.0.0.1"), loopback4, netip.MustParseAddr("::ffff:192.168.1.1")},
 		"mixed.test":      {loopback4, testAddr},
 		"closed.test":     {testAddr},
+		"fallback.test":   {unreachableAddr, testAddr},
 	}}
 }
 
@@ -75,6 +78,9 @@ func (r *resolver) askedFor(host string) bool {
 }
 
 func testDial(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	if ap.Addr() == unreachableAddr {
+		return nil, fmt.Errorf("dial %s: network is unreachable", ap)
+	}
 	if ap.Addr() == testAddr {
 		ap = netip.AddrPortFrom(loopback4, ap.Port())
 	}

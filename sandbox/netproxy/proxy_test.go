@@ -178,9 +178,9 @@ func TestRefusals(t *testing.T) {
 func TestAllowedTargets(t *testing.T) {
 	up := startUpstream(t, echo)
 	port := strconv.Itoa(up.port)
-	for _, target := range []string{"a.b.example.com:" + port, "X.Example.COM.:" + port, "127.0.0.1:" + port, "mixed.test:" + port} {
+	for _, target := range []string{"a.b.example.com:" + port, "X.Example.COM.:" + port, "127.0.0.1:" + port, "mixed.test:" + port, "fallback.test:" + port} {
 		t.Run(target, func(t *testing.T) {
-			p, _, addr := startProxy(t, Config{}, "*.example.com:"+port, "127.0.0.1:"+port, "mixed.test:"+port)
+			p, _, addr := startProxy(t, Config{}, "*.example.com:"+port, "127.0.0.1:"+port, "mixed.test:"+port, "fallback.test:"+port)
 			c := dialProxy(t, addr)
 			if r := c.connect(t, target); r.status != 200 {
 				t.Fatalf("status %d %q", r.status, r.body)
@@ -595,6 +595,11 @@ func TestCloseMidDownload(t *testing.T) {
 	clients = append(clients, half)
 	io.WriteString(half, "CONNECT allo")
 	waitFor(time.Second, func() bool { return len(p.Connections()) == 4 })
+	for i, r := range p.Connections()[:3] {
+		if !r.Allowed || r.Reason != "" || r.BytesReceived < 1<<20 || r.DurationMS < 0 {
+			t.Errorf("record %d in progress: %+v", i, r)
+		}
+	}
 
 	recs := p.Close()
 	if g := proxyGoroutines(); len(g) != 0 {
