@@ -1,6 +1,8 @@
 package netproxy
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -67,6 +69,33 @@ func internal(ip netip.Addr) string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// hostAddrs lists the addresses of the host's interfaces.
+func hostAddrs() (map[netip.Addr]bool, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list the host's interface addresses: %w", err)
+	}
+	self := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			self[p.Addr().Unmap()] = true
+		}
+	}
+	return self, nil
+}
+
+// unreachable says why a name may not reach ip: an internal address, or
+// one of this host's own; "" when it may.
+func (p *Proxy) unreachable(ip netip.Addr) string {
+	if why := internal(ip); why != "" {
+		return why
+	}
+	if p.self[ip.Unmap()] {
+		return "this host's own address"
 	}
 	return ""
 }

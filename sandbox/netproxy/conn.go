@@ -75,36 +75,53 @@ func (p *Proxy) serve(c net.Conn, r *record) {
 	p.forward(c, up, r, req, t, path, extra, *ab, *bb)
 }
 
-// tunnel answers 200, checks the ClientHello's server name against the
-// CONNECT host, then relays. The upstream receives nothing before the
-// check has passed.
+// tunnel answers 200, starts relaying the upstream's bytes (a server that
+// speaks first is heard at once), and checks the program's first bytes,
+// whenever they come: a ClientHello's server name must be the CONNECT
+// host. The upstream receives nothing from the program before the check
+// has passed.
 func (p *Proxy) tunnel(c, up net.Conn, r *record, t target, extra, ab, bb []byte) {
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		p.setReason(r, fmt.Sprintf("program: write: %v", err))
-		return
-	}
-	h := peekHello(c, extra, ab[:0:helloMax], time.Now().Add(p.cfg.HeaderTimeout))
-	if h.err != "" {
-		p.refuse(r, h.err)
-		return
-	}
-	if h.sni != "" {
-		sni := strings.ToLower(strings.TrimSuffix(h.sni, "."))
-		if t.ip.IsValid() || sni != t.host {
-			p.refuse(r, fmt.Sprintf("TLS server name %.255q differs from the CONNECT host %q", h.sni, t.host))
-			return
-		}
-	}
 	if err := c.SetReadDeadline(time.Time{}); err != nil {
 		p.setReason(r, fmt.Sprintf("program: clear read deadline: %v", err))
 		return
 	}
 	p.setAllowed(r, true)
-	if err := p.send(up, h.bytes, &r.sent); err != nil {
-		p.endWith(r, err, "upstream")
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.setReason(r, fmt.Sprintf("program: write: %v", err))
 		return
 	}
-	p.relay(r, c, up, ab, bb)
+	down := p.startPipe(r, up, c, bb, &r.recv, "upstream", "program")
+	defer func() { <-down }()
+	h := peekHello(c, extra, ab[:0:helloMax])
+	if h.ioErr != "" {
+		p.setReason(r, h.ioErr)
+		_ = c.Close() // both ends stop: the upstream's relay returns
+		_ = up.Close()
+		return
+	}
+	if h.err == "" && h.sni != "" {
+		sni := strings.ToLower(strings.TrimSuffix(h.sni, "."))
+		if t.ip.IsValid() || sni != t.host {
+			h.err = fmt.Sprintf("TLS server name %.255q differs from the CONNECT host %q", h.sni, t.host)
+		}
+	}
+	if h.err != "" {
+		p.refuse(r, h.err)
+		_ = c.Close() // both ends stop: the upstream's relay returns
+		_ = up.Close()
+		return
+	}
+	if err := p.send(up, h.bytes, &r.sent); err != nil {
+		p.endWith(r, err, "upstream")
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
+	if h.eof {
+		p.ended(r, c, up)
+		return
+	}
+	p.pipe(r, c, up, ab, &r.sent, "program", "upstream")
 }
 
 // forward sends the one request upstream in origin form, then relays every
@@ -140,15 +157,33 @@ func (p *Proxy) endWith(r *record, err error, side string) {
 // relay copies both ways until both sides have ended, each direction with
 // its own fixed buffer; an end of stream is passed on as a half-close.
 func (p *Proxy) relay(r *record, c, up net.Conn, ab, bb []byte) {
+	down := p.startPipe(r, up, c, bb, &r.recv, "upstream", "program")
+	p.pipe(r, c, up, ab, &r.sent, "program", "upstream")
+	<-down
+}
+
+// startPipe runs one direction of the relay in a goroutine of the proxy's;
+// the channel closes when it ends.
+func (p *Proxy) startPipe(r *record, src, dst net.Conn, buf []byte, n *atomic.Int64, srcName, dstName string) <-chan struct{} {
 	done := make(chan struct{})
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		defer close(done)
-		p.pipe(r, up, c, bb, &r.recv, "upstream", "program")
+		p.pipe(r, src, dst, buf, n, srcName, dstName)
 	}()
-	p.pipe(r, c, up, ab, &r.sent, "program", "upstream")
-	<-done
+	return done
+}
+
+// ended passes on the program's end of stream to the upstream.
+func (p *Proxy) ended(r *record, src, dst net.Conn) {
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err == nil {
+			return
+		}
+	}
+	_ = src.Close() // no half-close: the other direction ends too
+	_ = dst.Close()
 }
 
 func (p *Proxy) pipe(r *record, src, dst net.Conn, buf []byte, n *atomic.Int64, srcName, dstName string) {
@@ -166,12 +201,7 @@ func (p *Proxy) pipe(r *record, src, dst net.Conn, buf []byte, n *atomic.Int64, 
 			continue
 		}
 		if rerr == io.EOF {
-			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-				if err := cw.CloseWrite(); err == nil {
-					return
-				}
-			}
-			_ = dst.Close() // no half-close: the other direction ends too
+			p.ended(r, src, dst)
 			return
 		}
 		p.setReason(r, fmt.Sprintf("%s: %v", srcName, rerr))
@@ -197,7 +227,7 @@ func (p *Proxy) connect(t target) (net.Conn, netip.AddrPort, int, string) {
 		var internals []string
 		for _, ip := range ips {
 			ip = ip.Unmap()
-			if why := internal(ip); why != "" {
+			if why := p.unreachable(ip); why != "" {
 				if len(internals) < 4 {
 					internals = append(internals, ip.String()+" ("+why+")")
 				}
@@ -211,7 +241,7 @@ func (p *Proxy) connect(t target) (net.Conn, netip.AddrPort, int, string) {
 			if len(internals) == 0 {
 				return nil, netip.AddrPort{}, 502, fmt.Sprintf("cannot resolve %s: no address", t.host)
 			}
-			return nil, netip.AddrPort{}, 403, fmt.Sprintf("%s resolves to %s: a name never reaches loopback, private, link-local or other internal addresses (an IP rule can allow one)",
+			return nil, netip.AddrPort{}, 403, fmt.Sprintf("%s resolves to %s: a name never reaches loopback, private, link-local or other internal addresses, nor this host's own (an IP rule can allow one)",
 				t.host, strings.Join(internals, ", "))
 		}
 	}

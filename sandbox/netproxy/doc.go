@@ -17,14 +17,16 @@
 //	                anything else 400
 //	allowlist       Match against Config.Allow before anything is resolved (403)
 //	resolve         on the host; a name never reaches loopback, private, link-local,
-//	                multicast, CGNAT or other internal addresses (DNS rebinding:
-//	                only an IP rule reaches those) (403; 502 when it does not resolve)
+//	                multicast, CGNAT or other internal addresses, nor the host's own
+//	                (DNS rebinding: only an IP rule reaches those) (403; 502 when it
+//	                does not resolve)
 //	connect         the permitted addresses in order within DialTimeout (502)
-//	CONNECT         200, then the program's first bytes are read (at most one TLS
-//	                record, within HeaderTimeout) and parsed by crypto/tls as a
-//	                ClientHello without answering it: a server name that differs
-//	                from the CONNECT host (any server name, for an IP target) closes
-//	                both ends and the upstream has received nothing; otherwise the
+//	CONNECT         200; the upstream's bytes are relayed at once; the program's
+//	                first bytes, whenever they come, are read (at most one TLS
+//	                record) and parsed by crypto/tls as a ClientHello without
+//	                answering it: a server name that differs from the CONNECT host
+//	                (any server name, for an IP target) closes both ends and the
+//	                upstream has received nothing from the program; otherwise the
 //	                bytes read are replayed upstream and the tunnel relays
 //	plain HTTP      the request line rewritten to origin form, Host set from the URI
 //	                (a Host header naming another site never reaches the upstream),
@@ -42,6 +44,9 @@
 // limit, and clients that retry 503 would only spin against it. Every
 // refusal is a Connection with Allowed false and a Reason.
 //
+// Resolve and Dial must return once their context is cancelled: Close
+// cancels it and waits for them.
+//
 // # What is not protected
 //
 // The payload is not inspected. What the program sends to an allowed
@@ -52,9 +57,8 @@
 // address may route on names inside the encrypted channel (domain fronting,
 // Encrypted Client Hello). Requests are not reused or pipelined across
 // targets, but the requests on one connection are not parsed beyond the
-// first head. A protocol where the server speaks first waits up to
-// HeaderTimeout before the tunnel relays. Connections have no idle timeout:
-// the run's own time limit ends them.
+// first head. Connections have no idle timeout: the run's own time limit
+// ends them. The host's own addresses are those it had when Serve started.
 //
 // # Memory bound
 //

@@ -36,8 +36,7 @@ type Config struct {
 	// connection together. 0: DefaultDialTimeout.
 	DialTimeout time.Duration
 	// HeaderTimeout bounds the time the program has to send its request
-	// head, and then (CONNECT) the start of its TLS ClientHello. 0:
-	// DefaultHeaderTimeout.
+	// head. 0: DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 }
 
@@ -67,9 +66,10 @@ type Connection struct {
 	// Reason says why the connection was refused or ended abnormally ("run
 	// ended" when Close found it open); "" for a clean allowed connection.
 	Reason string `json:"reason,omitempty"`
-	// BytesSent is the payload relayed from the program to the upstream,
-	// BytesReceived from the upstream to the program; neither counts the
-	// proxy's own responses (200, 403, 502).
+	// BytesSent is the payload relayed from the program to the upstream
+	// (for plain HTTP, with the request head as rewritten), BytesReceived
+	// from the upstream to the program; neither counts the proxy's own
+	// responses (200, 403, 502).
 	BytesSent     int64 `json:"bytes_sent"`
 	BytesReceived int64 `json:"bytes_received"`
 	// StartedMS is when the proxy accepted the connection, from Serve;
@@ -120,6 +120,10 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	left   atomic.Int64 // bytes the run may still relay
+	// self is the host's own addresses when Serve started: a name never
+	// reaches them (a public name pointed at this host's public address
+	// would reach its services).
+	self map[netip.Addr]bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -161,8 +165,8 @@ func Serve(ln net.Listener, cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("netproxy: policy %q: negative timeout", cfg.Policy)
 	}
 	for i, r := range cfg.Allow {
-		if _, err := ParseRule(r.String()); err != nil || r.Port < 1 || r.Port > 65535 {
-			return nil, fmt.Errorf("netproxy: policy %q: allow[%d] %q is not a parsed rule: %v", cfg.Policy, i, r.String(), err)
+		if parsed, err := ParseRule(r.String()); err != nil || parsed != r {
+			return nil, fmt.Errorf("netproxy: policy %q: allow[%d] %q is not a rule from ParseRule: %v", cfg.Policy, i, r.String(), err)
 		}
 	}
 	cfg.Allow = slices.Clone(cfg.Allow)
@@ -183,7 +187,11 @@ func Serve(ln net.Listener, cfg Config) (*Proxy, error) {
 			return d.DialContext(ctx, "tcp", addr.String())
 		}
 	}
-	p := &Proxy{cfg: cfg, ln: ln, epoch: time.Now(), open: map[net.Conn]struct{}{}}
+	self, err := hostAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("netproxy: policy %q: %w", cfg.Policy, err)
+	}
+	p := &Proxy{cfg: cfg, ln: ln, epoch: time.Now(), open: map[net.Conn]struct{}{}, self: self}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.left.Store(cfg.MaxBytes)
 	p.wg.Add(1)
@@ -306,6 +314,7 @@ func (p *Proxy) admit(c net.Conn) {
 		p.mu.Unlock()
 		go p.serve(c, r)
 	case p.refusing < refusalSlots:
+		setReasonLocked(r, refusal)
 		p.refusing++
 		p.open[c] = struct{}{}
 		p.wg.Add(1)
