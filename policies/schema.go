@@ -292,7 +292,7 @@ var schema = []Key{
 		},
 		elem: func(k *Key, e string) string {
 			if _, err := netproxy.ParseRule(e); err != nil {
-				return fmt.Sprintf("%q: %v (allowed: %s)", e, err, k.Allowed())
+				return fmt.Sprintf("%v (allowed: %s)", err, k.Allowed())
 			}
 			return ""
 		},
@@ -303,7 +303,7 @@ var schema = []Key{
 			"amount of the supervisor's memory (docs/network.md), so this also bounds what the proxy can hold " +
 			"for the program.",
 		field:  func(p *Policy) any { return &p.Network.MaxConnections },
-		bounds: intRange{1, 1024},
+		bounds: intRange{1, 256},
 	},
 	{
 		Name: "network.max_bytes", Example: `"256MiB"`,
