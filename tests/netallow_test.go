@@ -236,6 +236,11 @@ func allowPolicy(t *testing.T, parent string, osOnly bool, hosts []string, extra
 	if osOnly {
 		s += "[allowlist]\nimports = [\"*\"]\ndeny_builtins = []\ndeny_events = []\nstrict_attributes = false\n"
 	}
+	if timeoutScale > 1 && !strings.Contains(extra, "[limits]") {
+		// The parent's wall clock, scaled (scalePolicyTimeout scales
+		// only a timeout the text itself sets).
+		s += fmt.Sprintf("[limits]\ntimeout = \"%ds\"\n", int(30*timeoutScale))
+	}
 	if rootlessCorpus && !delegatedCgroup() {
 		// As scalePolicyTimeout drops it from a built-in's text: no
 		// cgroup can be delegated to the rootless user on this host.
@@ -520,7 +525,8 @@ func TestNetAllowKilledMidDownload(t *testing.T) {
 	needRoot(t)
 	h := newNetHost(t)
 	policy := allowPolicy(t, "default", false, []string{addr(h.http)}, "[limits]\ntimeout = \"3s\"\n")
-	s := startServe(t, "", "--policies", policy)
+	// No pool: a sandbox it prepares meanwhile would hold descriptors.
+	s := startServe(t, "", "--policies", policy, "--pool", "0")
 	s.ready(t)
 	code := `
 import urllib.request
@@ -631,4 +637,54 @@ attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b
 	}
 	h.nothingForbidden(t)
 	o.noLeftovers(t)
+}
+
+// TestNetAllowSession: a session of the service in allowlist mode keeps
+// its proxy across cells, and each cell's result lists the connections
+// opened during that cell only, a refusal a violation of that cell. A
+// one-shot run from the service's pool (its proxy started when the
+// sandbox was warmed) has its connection too.
+func TestNetAllowSession(t *testing.T) {
+	needRoot(t)
+	h := newNetHost(t)
+	policy := allowPolicy(t, "default", false, []string{addr(h.http)}, "")
+	s := startServe(t, "", "--policies", policy, "--pool", "1")
+	s.ready(t)
+	st, pooled, b := s.run(t, map[string]any{"policy": policy,
+		"code": "import urllib.request\nprint(urllib.request.urlopen('http://" + addr(h.http) + "/hello').read().decode())"})
+	if st != 200 || pooled.Status != result.StatusOK {
+		t.Fatalf("pooled run: %d %s", st, b)
+	}
+	if c := conn(t, pooled, addr(h.http)); !c.Allowed {
+		t.Errorf("pooled run's connection: %+v", c)
+	}
+	var created struct{ ID string }
+	req := map[string]any{"policy": policy, "timeout_per_cell": 20, "idle_timeout": 120}
+	if st, b := s.jsonDo(t, "POST", "/v1/sessions", req, &created); st != 201 || created.ID == "" {
+		t.Fatalf("POST /v1/sessions: %d %s", st, b)
+	}
+	forbidden := h.forbidden.Addr().(*net.TCPAddr).Port
+	r := s.cell(t, created.ID, "import urllib.request\nprint(urllib.request.urlopen('http://"+addr(h.http)+"/hello').read().decode())")
+	if r.Status != result.StatusOK || !strings.Contains(r.Stdout, "hello from the host") {
+		t.Fatalf("first cell: %s %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	if c := conn(t, r, addr(h.http)); !c.Allowed || len(r.Network.Connections) != 1 {
+		t.Errorf("first cell's network: %+v", r.Network)
+	}
+	r = s.cell(t, created.ID, fmt.Sprintf("try:\n    urllib.request.urlopen('http://127.0.0.1:%d/')\nexcept Exception as e:\n    print(type(e).__name__)", forbidden))
+	if r.Status != result.StatusOK || !strings.Contains(r.Stdout, "HTTPError") {
+		t.Fatalf("second cell: %s %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	if n := r.Network; n == nil || len(n.Connections) != 1 || n.Connections[0].Allowed || n.Refused != 1 {
+		t.Errorf("second cell's network, want its one refused connection: %+v", r.Network)
+	}
+	if !hasViolation(r, "127.0.0.1:"+strconv.Itoa(forbidden)) {
+		t.Errorf("second cell's violations: %+v", r.Violations)
+	}
+	if st, b := s.do(t, "DELETE", "/v1/sessions/"+created.ID, nil); st/100 != 2 {
+		t.Errorf("DELETE the session: %d %s", st, b)
+	}
+	h.nothingForbidden(t)
+	s.stopAndWait(t)
+	s.nothingLeft(t)
 }

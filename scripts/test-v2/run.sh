@@ -59,6 +59,9 @@ selection=(
 	'TestUnprivilegedIdentity|TestProgramUIDFromHost|TestPerUserCountsStayInTheRun|TestConcurrentRunsOwnUIDs'
 	'TestUserQuotasInside|TestLockedSecurebitsRefused|TestCrashedSupervisorSlotNotReused'
 	'TestWorkspaceBounded|TestWorkspaceGoesWithKilledSupervisor|TestSocketMemoryBounded'
+	# network allowlist mode: the proxy's socket in the run's namespace, its
+	# TCP-only filter, every way around it refused.
+	'TestNetAllowRefused'
 	# rootless mode as a real user in a cgroup delegated to it: limits
 	# enforced below it, the service, the killed supervisor. The attack
 	# corpus runs rootless in make test (TestRootlessCorpus): seven more
