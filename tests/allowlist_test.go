@@ -130,3 +130,30 @@ func TestCheckCommand(t *testing.T) {
 		t.Error("check ran the program")
 	}
 }
+
+// TestRefusedImportSaysWhy: the static check's refusal of an import says
+// whether the root has the module (installed but not allowed, or not
+// installed at all) and lists what the policy allows, the root's
+// packages first.
+func TestRefusedImportSaysWhy(t *testing.T) {
+	needRoot(t)
+	o := runPyLayer(t, "default", "import numpy, socket\n")
+	o.wantStatus(t, result.StatusPolicyViolation)
+	want := map[string]string{
+		"numpy":  "no module 'numpy' is installed in this root (allowed: from the standard library abc,",
+		"socket": "it is installed but not in allowlist.imports (allowed: from the standard library abc,",
+	}
+	for _, v := range o.res.Violations {
+		if w, ok := want[v.Name]; ok && strings.Contains(v.Detail, w) {
+			delete(want, v.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("violations %+v lack %v", o.res.Violations, want)
+	}
+	o = runPyLayer(t, "datasci", "import seaborn\n")
+	o.wantStatus(t, result.StatusPolicyViolation)
+	if len(o.res.Violations) != 1 || !strings.Contains(o.res.Violations[0].Detail, "no module 'seaborn' is installed in this root (allowed: packages PIL, contourpy,") {
+		t.Errorf("datasci, import seaborn: %+v", o.res.Violations)
+	}
+}

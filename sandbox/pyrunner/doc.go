@@ -62,7 +62,7 @@
 //
 // Each report line is one JSON object:
 //
-//	{"kind":"import","name":"os","line":3,"col":0,"detail":"import of 'os' is not allowed by the policy (allowed: ...)"}
+//	{"kind":"import","name":"os","line":3,"col":0,"detail":"import of 'os' is not allowed by the policy: it is installed but not in allowlist.imports (allowed: ...)"}
 //
 // kind is import, builtin, event, attribute or network; line is 1-based, col 0-based
 // in characters; both are 0 when no line of the program is to blame. First

@@ -5,6 +5,8 @@
 # invariant 2). Edit the modules, then run  go generate ./sandbox/pyrunner/
 
 import _ast
+import _frozen_importlib
+import _frozen_importlib_external
 import _io
 import _operator
 import _signal
@@ -481,7 +483,7 @@ def _static(cfg, report, src):
     """Modes run and check: _checked, then exit on violations or a syntax
     error. Returns the code (body and final expression: _checked) and the
     program's lines."""
-    status, codes, lines = _checked(cfg, report, src, cfg.outputs and cfg.mode == "run")
+    status, codes, lines = _checked(cfg, report, src, cfg.outputs and cfg.mode == "run", probe=True)
     if status == "violations":
         sys.exit(cfg.exit_policy)
     if status == "syntax_error":
@@ -489,10 +491,12 @@ def _static(cfg, report, src):
     return codes, lines
 
 
-def _checked(cfg, report, src, split):
+def _checked(cfg, report, src, split, probe=False):
     """Parse, compile and check src (bytes) as cfg.filename: write every
     violation and exactly one status line, and the human summary on
-    stderr. Returns (status, codes, lines): status is "ok", "violations" or
+    stderr. probe (before the audit hook is armed only: a run's program,
+    not a session's cell) asks the finders whether a refused import is
+    installed at all (_import_detail). Returns (status, codes, lines): status is "ok", "violations" or
     "syntax_error"; codes, with "ok" only, is (body, final): with split and
     a bare expression as the last statement (the display rule), final is
     that expression compiled for eval and body the rest; otherwise final
@@ -519,7 +523,7 @@ def _checked(cfg, report, src, split):
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
-    _check(tree, cfg, found)
+    _check(tree, cfg, found, probe=probe)
     found = sorted({(l, c, k, n, d) for k, n, l, c, d in found})
     for line, col, kind, name, detail in found[:cfg.max_lines]:
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
@@ -594,18 +598,54 @@ def _top(name):
     return name.partition(".")[0]
 
 
+def _short(names, n):
+    if len(names) <= n:
+        return ", ".join(names)
+    return "%s, ... (%d in all)" % (", ".join(names[:n]), len(names))
+
+
 def _allowed_text(cfg):
+    """The allowlist in short form for a model choosing another module:
+    the packages (the root's, outside the standard library) first, then
+    the standard library's modules."""
     names = cfg.allow_listed
     if not names:
         return "nothing"
-    if len(names) <= 8:
-        return ", ".join(names)
-    return "%s, ... (%d in all)" % (", ".join(names[:8]), len(names))
+    std = sys.stdlib_module_names
+    pkgs = [m for m in names if m not in std]
+    mods = [m for m in names if m in std]
+    parts = []
+    if pkgs:
+        parts.append("packages " + _short(pkgs, 10))
+    if mods:
+        parts.append("from the standard library " + _short(mods, 8))
+    return "; ".join(parts)
 
 
-def _import_detail(cfg, name):
-    return "import of %r is not allowed by the policy (allowed: %s)" % (
-        name, _allowed_text(cfg))
+def _installed(name):
+    """Whether top-level module name can be found in this interpreter's
+    root: built in, frozen, or on sys.path. Only finders are asked (no
+    module code runs); called before the audit hook is armed (the static
+    check), since the finders list directories."""
+    if name in sys.builtin_module_names:
+        return True
+    try:
+        return (_frozen_importlib.FrozenImporter.find_spec(name) is not None
+                or _frozen_importlib_external.PathFinder.find_spec(name) is not None)
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+def _import_detail(cfg, name, probe=False):
+    """Why an import of top-level name is refused; with probe, also
+    whether the root has it at all, so that a model knows whether to ask
+    for it in the policy or use another module."""
+    why = ""
+    if probe:
+        why = (": it is installed but not in allowlist.imports" if _installed(name)
+               else ": no module %r is installed in this root" % name)
+    return "import of %r is not allowed by the policy%s (allowed: %s)" % (
+        name, why, _allowed_text(cfg))
 
 
 def _relative_detail(name):
@@ -613,7 +653,7 @@ def _relative_detail(name):
             "a package" % name)
 
 
-def _check(tree, cfg, out, codegen=False):
+def _check(tree, cfg, out, codegen=False, probe=False):
     """Append (kind, name, line, bytecol, detail) for every violation in tree.
 
     codegen: the tree is code a library compiles at run time (strict_attrs
@@ -653,7 +693,7 @@ def _check(tree, cfg, out, codegen=False):
             rel = "." * level + (name or "")
             add("import", rel, node, _relative_detail(rel))
         elif _top(name) not in allow:
-            add("import", _top(name), node, _import_detail(cfg, _top(name)))
+            add("import", _top(name), node, _import_detail(cfg, _top(name), probe))
 
     def attr(name, node, what, line=None, col=None):
         add("attribute", name, node,

@@ -38,9 +38,9 @@ def check(src, codegen=False, **over):
     return sorted((k, n, l, c) for k, n, l, c, _ in found)
 
 
-def details(src, **over):
+def details(src, probe=False, **over):
     found = []
-    _check(compile(src, "<program>", "exec", 0x400), config(**over), found)
+    _check(compile(src, "<program>", "exec", 0x400), config(**over), found, probe=probe)
     return [d for _, _, _, _, d in found]
 
 
@@ -64,14 +64,30 @@ class Imports(unittest.TestCase):
                 self.assertEqual(check(src), [want])
 
     def test_detail_names_the_allowlist(self):
+        # Packages (outside the standard library) first, for a model that
+        # looks for another module; then the standard library's.
         self.assertEqual(details("import os"), [
-            "import of 'os' is not allowed by the policy (allowed: importlib, json, math, random)"])
-        many = ["m%d" % i for i in range(10)]
-        self.assertEqual(details("import os", allow=many), [
-            "import of 'os' is not allowed by the policy (allowed: m0, m1, m2, m3, m4, m5, "
-            "m6, m7, ... (10 in all))"])
+            "import of 'os' is not allowed by the policy (allowed: from the standard library "
+            "importlib, json, math, random)"])
+        many = ["m%d" % i for i in range(12)]
+        self.assertEqual(details("import os", allow=many + ["json"]), [
+            "import of 'os' is not allowed by the policy (allowed: packages m0, m1, m10, m11, "
+            "m2, m3, m4, m5, m6, m7, ... (12 in all); from the standard library json)"])
         self.assertEqual(details("import os", allow=[]), [
             "import of 'os' is not allowed by the policy (allowed: nothing)"])
+
+    def test_detail_says_whether_installed(self):
+        # With probe (a run's static check, before the hook), the finders
+        # say whether the root has the module at all: installed but not
+        # allowed, or missing, so the fix is clear. No module code runs.
+        self.assertEqual(details("import os\nimport no_such_module_xyz\nimport sys.monitoring", probe=True), [
+            "import of 'os' is not allowed by the policy: it is installed but not in "
+            "allowlist.imports (allowed: from the standard library importlib, json, math, random)",
+            "import of 'no_such_module_xyz' is not allowed by the policy: no module "
+            "'no_such_module_xyz' is installed in this root (allowed: from the standard library "
+            "importlib, json, math, random)",
+            "import of 'sys' is not allowed by the policy: it is installed but not in "
+            "allowlist.imports (allowed: from the standard library importlib, json, math, random)"])
 
     def test_allowed(self):
         self.assertEqual(check("import math\nimport json.decoder\nfrom json import dumps\n"
