@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nsbox/nsbox/internal/mustwork"
 	"github.com/nsbox/nsbox/sandbox/result"
 )
 
@@ -134,5 +135,20 @@ func TestTracePhases(t *testing.T) {
 	}
 	if p := runPy(t, "default", "pass").res.Phases; p != nil {
 		t.Errorf("phases without --trace-phases: %v", p)
+	}
+}
+
+// TestLocale: the program's locale is the C.UTF-8 its LANG names, as on
+// a normal system: setlocale(LC_ALL, "") works (the root carries glibc's
+// C.utf8), and text round-trips in UTF-8.
+func TestLocale(t *testing.T) {
+	needRoot(t)
+	if _, err := os.Stat("/usr/lib/locale/C.utf8"); err != nil {
+		mustwork.Skip(t, "the host has no C.utf8 locale to put in the root: %v", err)
+	}
+	o := runPyLayer(t, "default", "import locale\nprint(locale.setlocale(locale.LC_ALL, ''))\nprint(locale.getpreferredencoding(False), 'é'.upper())\n")
+	o.wantStatus(t, result.StatusOK)
+	if want := "C.UTF-8\nUTF-8 É\n"; o.res.Stdout != want {
+		t.Errorf("stdout %q, want %q (stderr %s)", o.res.Stdout, want, o.res.Stderr)
 	}
 }

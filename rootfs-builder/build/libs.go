@@ -2,6 +2,7 @@ package build
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,6 +12,32 @@ import (
 	"github.com/nsbox/nsbox/rootfs-builder/elfdeps"
 	"github.com/nsbox/nsbox/rootfs-builder/hostfiles"
 )
+
+// localeDir is glibc's compiled C.UTF-8 locale (glibc 2.35 and later).
+const localeDir = "/usr/lib/locale/C.utf8"
+
+// localeFiles lists the regular files of localeDir, each planned as a
+// host file (the plan copies files; whole trees only for the stdlib).
+// None when the host has no such locale.
+func localeFiles() ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(localeDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the locale %s: %w", localeDir, err)
+	}
+	return files, nil
+}
 
 // copyLibraries copies the interpreter, the dynamic loader and the shared
 // libraries into the root, with the symlinks leading to them.
@@ -34,6 +61,15 @@ func (b *builder) copyLibraries() error {
 		hostPaths = append(hostPaths, p)
 	}
 	hostPaths = append(hostPaths, b.modules...)
+	// The C.UTF-8 locale the program's LANG names (spec.BaseEnv), so that
+	// setlocale(LC_ALL, "") works as on a normal system; the host's glibc
+	// ships it beside the loader it runs with. A host without it builds a
+	// root without it: setlocale then fails as it did before.
+	locale, err := localeFiles()
+	if err != nil {
+		return err
+	}
+	hostPaths = append(hostPaths, locale...)
 	if len(venvELFs) > 0 {
 		libs, err := elfdeps.Closure(venvELFs)
 		if err != nil {
