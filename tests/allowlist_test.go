@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,5 +156,50 @@ func TestRefusedImportSaysWhy(t *testing.T) {
 	o.wantStatus(t, result.StatusPolicyViolation)
 	if len(o.res.Violations) != 1 || !strings.Contains(o.res.Violations[0].Detail, "no module 'seaborn' is installed in this root (allowed: packages PIL, contourpy,") {
 		t.Errorf("datasci, import seaborn: %+v", o.res.Violations)
+	}
+}
+
+// TestPolicyShowPackages: `nsbox policy show --packages` lists the
+// root's installed modules by whether the policy allows them, from the
+// root's manifest.
+func TestPolicyShowPackages(t *testing.T) {
+	needRoot(t)
+	pol := filepath.Join(t.TempDir(), "nonumpy.toml")
+	if err := os.WriteFile(pol, []byte("extends = \"datasci\"\n[allowlist]\nimports_remove = [\"numpy\"]\npreload_remove = [\"numpy\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		policy           string
+		allowed, refused []string
+	}{
+		{"datasci", []string{"matplotlib", "numpy", "pandas"}, nil},
+		{pol, []string{"matplotlib", "pandas"}, []string{"numpy"}},
+		{"default", nil, nil},
+	} {
+		o := nsbox(t, run{args: []string{"policy", "show", "--packages", "--json", c.policy}})
+		var got struct {
+			Root       string   `json:"root"`
+			Packages   []string `json:"packages"`
+			Allowed    []string `json:"allowed"`
+			NotAllowed []string `json:"not_allowed"`
+		}
+		if err := json.Unmarshal(o.stdout, &got); err != nil || o.exit != 0 {
+			t.Fatalf("policy show --packages %s: exit %d %v\n%s%s", c.policy, o.exit, err, o.stdout, o.stderr)
+		}
+		for _, m := range c.allowed {
+			if !slices.Contains(got.Allowed, m) {
+				t.Errorf("%s: allowed %q lacks %s", c.policy, got.Allowed, m)
+			}
+		}
+		if !slices.Equal(got.NotAllowed, c.refused) && !(len(got.NotAllowed) == 0 && c.refused == nil) {
+			t.Errorf("%s: not_allowed %q, want %q", c.policy, got.NotAllowed, c.refused)
+		}
+		if c.policy == "default" && (len(got.Allowed) != 0 || len(got.Packages) != 0) {
+			t.Errorf("default (base root): %+v, want no packages", got)
+		}
+	}
+	o := nsbox(t, run{args: []string{"policy", "show", "--packages", "datasci"}})
+	if o.exit != 0 || !strings.Contains(string(o.stdout), "importable (installed and allowed): PIL, ") {
+		t.Errorf("policy show --packages datasci: exit %d\n%s%s", o.exit, o.stdout, o.stderr)
 	}
 }

@@ -54,10 +54,14 @@ func policyShowCommand() *cli.Command {
 			"prints what a run gets: every key after extends and list additions and removals, in the\n" +
 			"reference's order, as a policy file that --policy accepts back. --json prints the resolved\n" +
 			"policy as one JSON object with its name and sha256. The policy is validated either way.\n" +
+			"--packages prints, instead, the top-level modules the policy's root installs besides the standard\n" +
+			"library: those the import allowlist allows and those it does not (as JSON with --json). It reads\n" +
+			"the root's manifest, so the root must be built.\n" +
 			"Exit status: 0 shown, 1 the policy cannot be read or is invalid (FILE:LINE: KEY: MESSAGE).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "resolved", Usage: "print every key after extends, as TOML"},
 			&cli.BoolFlag{Name: "json", Usage: "print the resolved policy as JSON"},
+			&cli.BoolFlag{Name: "packages", Usage: "list the root's installed packages the policy allows, and those it does not"},
 		},
 		Action: policyShowAction,
 	}
@@ -75,6 +79,12 @@ func policyShowAction(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	switch {
+	case c.Bool("packages"):
+		rp, err := readRootPackages(p)
+		if err != nil {
+			return fail(err)
+		}
+		return rp.write(w, c.Bool("json"))
 	case c.Bool("json"):
 		_, err = w.Write(p.JSON())
 	case c.Bool("resolved"):

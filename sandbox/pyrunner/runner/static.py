@@ -155,15 +155,16 @@ def _short(names, n):
     return "%s, ... (%d in all)" % (", ".join(names[:n]), len(names))
 
 
-def _allowed_text(cfg):
+def _allowed_text(cfg, probe=False):
     """The allowlist in short form for a model choosing another module:
     the packages (the root's, outside the standard library) first, then
-    the standard library's modules."""
+    the standard library's modules. With probe, only the packages this
+    root installs: an allowed name the root lacks is no alternative."""
     names = cfg.allow_listed
     if not names:
         return "nothing"
     std = sys.stdlib_module_names
-    pkgs = [m for m in names if m not in std]
+    pkgs = [m for m in names if m not in std and (not probe or _installed(m))]
     mods = [m for m in names if m in std]
     parts = []
     if pkgs:
@@ -196,7 +197,7 @@ def _import_detail(cfg, name, probe=False):
         why = (": it is installed but not in allowlist.imports" if _installed(name)
                else ": no module %r is installed in this root" % name)
     return "import of %r is not allowed by the policy%s (allowed: %s)" % (
-        name, why, _allowed_text(cfg))
+        name, why, _allowed_text(cfg, probe))
 
 
 def _relative_detail(name):

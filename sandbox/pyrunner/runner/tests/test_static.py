@@ -88,6 +88,14 @@ class Imports(unittest.TestCase):
             "importlib, json, math, random)",
             "import of 'sys' is not allowed by the policy: it is installed but not in "
             "allowlist.imports (allowed: from the standard library importlib, json, math, random)"])
+        # An allowed package the root does not have is no alternative:
+        # with probe it is left out of the list.
+        self.assertEqual(details("import os", allow=["json", "no_such_pkg_xyz", "unittest"], probe=True), [
+            "import of 'os' is not allowed by the policy: it is installed but not in "
+            "allowlist.imports (allowed: from the standard library json, unittest)"])
+        self.assertEqual(details("import os", allow=["json", "no_such_pkg_xyz"]), [
+            "import of 'os' is not allowed by the policy (allowed: packages no_such_pkg_xyz; "
+            "from the standard library json)"])
 
     def test_allowed(self):
         self.assertEqual(check("import math\nimport json.decoder\nfrom json import dumps\n"
