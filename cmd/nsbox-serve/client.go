@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nsbox/nsbox/internal/termsafe"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/service"
 )
@@ -33,6 +34,7 @@ func clientMain(args []string) int {
 	tokenFile := fs.String("token-file", "", "")
 	codeFD := fs.Int("code-fd", -1, "")
 	jsonOut := fs.Bool("json", false, "")
+	rawOut := fs.Bool("raw-output", false, "")
 	var req struct {
 		Code        string            `json:"code"`
 		Policy      string            `json:"policy"`
@@ -144,23 +146,25 @@ func clientMain(args []string) int {
 		}
 		return r.ProcessExitCode()
 	}
-	r, err := printStream(resp.Body)
+	std := termsafe.NewStdio(*rawOut)
+	r, err := printStream(resp.Body, std)
+	std.End()
 	if err != nil {
 		return fail(err)
 	}
 	// nsbox run's closing line in plain mode (cmd/nsbox/run.go).
 	switch {
 	case r.Status == result.StatusSandboxError && r.Error != nil:
-		fmt.Fprintf(os.Stderr, "nsbox: %s\n", r.Error.Error())
+		fmt.Fprintf(std.Own, "nsbox: %s\n", r.Error.Error())
 	case r.Status != result.StatusOK && r.Status != result.StatusError:
-		fmt.Fprintf(os.Stderr, "nsbox: %s: %s\n", r.Status, r.Reason)
+		fmt.Fprintf(std.Own, "nsbox: %s: %s\n", r.Status, r.Reason)
 	}
 	return r.ProcessExitCode()
 }
 
-// printStream copies a streamed run's events to stdout and stderr and
-// returns the result of its last line.
-func printStream(body io.Reader) (*result.Result, error) {
+// printStream copies a streamed run's events to std's stdout and stderr
+// and returns the result of its last line.
+func printStream(body io.Reader, std *termsafe.Stdio) (*result.Result, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 256<<20)
 	for sc.Scan() {
@@ -187,9 +191,9 @@ func printStream(body io.Reader) (*result.Result, error) {
 				return nil, fmt.Errorf("stream line: %w", err)
 			}
 		}
-		w := os.Stdout
+		w := std.Out
 		if ev.Stream == "stderr" {
-			w = os.Stderr
+			w = std.Err
 		}
 		if _, err := w.Write(data); err != nil {
 			return nil, fmt.Errorf("write %s: %w", ev.Stream, err)

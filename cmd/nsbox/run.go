@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/nsbox/nsbox/internal/termsafe"
 	"github.com/nsbox/nsbox/policies"
 	"github.com/nsbox/nsbox/sandbox/audit"
 	"github.com/nsbox/nsbox/sandbox/job"
@@ -32,6 +35,8 @@ func runCommand() *cli.Command {
 			"nsbox itself failed, 126 when the policy's Python allowlist refused the program, 137 when nsbox\n" +
 			"killed the run (memory or output limit, stopped by hand), 128+N when\n" +
 			"the program died from signal N. --json prints one result object instead (docs/result-schema.md).\n" +
+			"On a terminal, the program's control sequences are shown as text (--raw-output passes them), and\n" +
+			"nsbox's own lines on stderr always start on a fresh line.\n" +
 			"Flags can only lower the policy's limits, never raise them.",
 		Flags: []cli.Flag{
 			onceFlag("policy", []string{"p"}, "default",
@@ -42,6 +47,7 @@ func runCommand() *cli.Command {
 			onceFlag("output-limit", nil, "", "byte cap per stream, at most the policy's (e.g. 16KiB)"),
 			onceFlag("network", nil, "", `"none": no network for this run, even where the policy allows hosts (nothing on the command line widens it)`),
 			onceFlag("workspace", nil, "", "host directory mounted read-write at /workspace (default: a fresh empty one, removed afterwards)"),
+			&cli.BoolFlag{Name: "raw-output", Usage: "pass the program's terminal control sequences (ESC, OSC, C1, bidi) to a terminal unchanged; by default they are shown as text"},
 			&cli.BoolFlag{Name: "trace-phases", Usage: "record how long each phase of the run took (result field phases; on stderr in plain mode)"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded with the run in the audit log (repeatable)"},
 			onceFlag("audit-db", nil, "", "audit log database (default $NSBOX_AUDIT_DB or "+audit.DefaultPath+")"),
@@ -76,11 +82,12 @@ func runAction(c *cli.Context) error {
 	tr := newTrace(c.Bool("trace-phases"))
 	ctx, stop := stopOnSignals()
 	defer stop()
+	std := termsafe.NewStdio(c.Bool("raw-output"))
 	req := job.Request{
 		PolicyName: c.String("policy"),
 		Workspace:  c.String("workspace"),
 		AuditDB:    c.String("audit-db"),
-		Log:        os.Stderr,
+		Log:        std.Own,
 		Trace:      tr,
 		// The program, bounded by the plan: no bigger than
 		// limits.program_size, and from standard input within the run's
@@ -94,28 +101,29 @@ func runAction(c *cli.Context) error {
 		req.Labels, req.InputError = job.ParseLabels(c.StringSlice("label"))
 	}
 	if !jsonOut {
-		req.Stdout, req.Stderr = os.Stdout, os.Stderr
+		req.Stdout, req.Stderr = std.Out, std.Err
 	}
 	out := job.Run(ctx, req)
+	std.End()
 	r := out.Result
 	if jsonOut {
 		if werr := r.WriteJSON(os.Stdout); werr != nil {
 			return cli.Exit(fmt.Sprintf("nsbox: write result: %v", werr), result.ExitSandboxError)
 		}
 	} else if r.Status == result.StatusSandboxError {
-		fmt.Fprintf(os.Stderr, "nsbox: %s\n", r.Error.Error())
-		printPhases(r)
+		fmt.Fprintf(std.Own, "nsbox: %s\n", r.Error.Error())
+		printPhases(std.Own, r)
 	} else if r.Status != result.StatusOK && r.Status != result.StatusError {
-		fmt.Fprintf(os.Stderr, "nsbox: %s: %s\n", r.Status, r.Reason)
+		fmt.Fprintf(std.Own, "nsbox: %s: %s\n", r.Status, r.Reason)
 	}
 	if !jsonOut && r.Status != result.StatusSandboxError {
-		printPhases(r)
+		printPhases(std.Own, r)
 	}
 	code := r.ProcessExitCode()
 	if out.LostOutput != nil && r.Status != result.StatusKilled {
 		// The program ended before the loss could stop it: its status
 		// stands, but the caller did not get its output.
-		fmt.Fprintf(os.Stderr, "nsbox: %v\n", out.LostOutput)
+		fmt.Fprintf(std.Own, "nsbox: %v\n", out.LostOutput)
 		if code == 0 {
 			code = result.ExitSandboxError
 		}
@@ -126,16 +134,19 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
-// printPhases writes --trace-phases' figures to stderr in plain mode.
-func printPhases(r *result.Result) {
+// printPhases writes --trace-phases' figures to w (stderr) in plain mode,
+// as one line.
+func printPhases(w io.Writer, r *result.Result) {
 	if len(r.Phases) == 0 {
 		return
 	}
-	fmt.Fprint(os.Stderr, "nsbox: phases (ms):")
+	var b strings.Builder
+	b.WriteString("nsbox: phases (ms):")
 	for _, p := range r.Phases {
-		fmt.Fprintf(os.Stderr, " %s=%.2f", p.Name, p.MS)
+		fmt.Fprintf(&b, " %s=%.2f", p.Name, p.MS)
 	}
-	fmt.Fprintln(os.Stderr)
+	b.WriteString("\n")
+	io.WriteString(w, b.String())
 }
 
 // stopOnSignals returns the run's context: SIGINT, SIGTERM, SIGHUP and
@@ -246,6 +257,9 @@ func runRemote(c *cli.Context) error {
 	}
 	if c.Bool("json") {
 		args = append(args, "--json")
+	}
+	if c.Bool("raw-output") {
+		args = append(args, "--raw-output")
 	}
 	flags, err := planFlags(c)
 	if err != nil {
