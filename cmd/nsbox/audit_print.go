@@ -201,6 +201,9 @@ func auditNetworkText(n *result.Network) string {
 func writeAuditStatsText(out io.Writer, s *audit.Stats) error {
 	w := &auditErrWriter{w: out}
 	fmt.Fprintf(w, "Runs: %d (%d unfinished, %d killed as their supervisor died)\n", s.Total, s.Unfinished, s.SupervisorDied)
+	if s.OutOfChain > 0 {
+		fmt.Fprintf(w, "Not counted: %d finished row(s) outside the hash chain (run `nsbox audit verify`)\n", s.OutOfChain)
+	}
 	table := func(title, header string, rows [][]string) {
 		fmt.Fprintf(w, "\n%s:\n", title)
 		if len(rows) == 0 {

@@ -275,7 +275,8 @@ func verify(ctx context.Context, q querier) (*Verification, error) {
 	if !isNoRows(err) {
 		return nil, fmt.Errorf("look for finished rows outside the chain: %w", err)
 	}
-	return v, nil
+	v.Break, err = checkComplete(ctx, q)
+	return v, err
 }
 
 // short abbreviates a hash for messages.

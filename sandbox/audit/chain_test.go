@@ -251,6 +251,17 @@ func TestVerifyFindsEdits(t *testing.T) {
 		{"network removed", `UPDATE runs SET network = '', net_proxy = '', net_refused = 0, net_bytes_sent = 0, net_bytes_received = 0
 			WHERE id = '%s'; DELETE FROM run_connections WHERE run_id = 'r3'`, 3, "r3", "edited"},
 		{"downgraded to encoding 2", `UPDATE runs SET chain_version = 2 WHERE id = '%s'`, 3, "r3", "encoding 2"},
+		// Rows beside the chain: side-table rows of no chained run, and the schema.
+		{"violation of no run", `INSERT INTO run_violations VALUES ('ghost', 0, 'import', 'os', 1, 0, '') -- %s`, 0, "ghost", "violation row of run ghost"},
+		{"violation of an unchained run", `INSERT INTO runs (id, start_ns, status, policy, policy_sha256, root_manifest_sha256, code_sha256, nsbox_version)
+			VALUES ('loose', 1, 'unfinished', 'p', '', '', '', 'v'); INSERT INTO run_violations VALUES ('loose', 0, 'import', 'os', 1, 0, '') -- %s`, 0, "loose", "not in the chain"},
+		{"label of no run", `INSERT INTO run_labels VALUES ('ghost', 'team', 'ml') -- %s`, 0, "ghost", "label row"},
+		{"connection of no run", `INSERT INTO run_connections VALUES ('ghost', 0, 'x.example', 443, 'CONNECT', '', 0, 'no', 0, 0, 0, 0) -- %s`, 0, "ghost", "connection row"},
+		{"schema version removed", `DELETE FROM schema_version WHERE version = 3 -- %s`, 0, "", "version table was edited"},
+		{"schema version added", `INSERT INTO schema_version VALUES (4, 0) -- %s`, 0, "", "version table was edited"},
+		{"trigger added", `CREATE TRIGGER hide AFTER INSERT ON run_violations BEGIN DELETE FROM run_violations WHERE run_id = NEW.run_id; END -- %s`, 0, "", "trigger hide is not part"},
+		{"view added", `CREATE VIEW v AS SELECT id FROM runs -- %s`, 0, "", "view v is not part"},
+		{"index dropped", `DROP INDEX run_connections_host -- %s`, 0, "", "index run_connections_host is missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, raw, _ := chain(t)

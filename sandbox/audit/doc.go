@@ -145,8 +145,13 @@
 // a connection's allowed other than 0 or 1), or whose recomputed hash differs from the
 // stored one; after the walk,
 // a row with a final status but no seq (taken out of the chain) is reported
-// too. So an edit of any recorded field of any finished row, and the deletion
-// of any finished row but the last, is found.
+// too, and so are a label, violation or connection row of no chained run
+// (labels of an unfinished run excepted), a schema_version table other than
+// 1..SchemaVersion, and a table, index, trigger or view other than what the
+// migrations build (checkComplete). So an edit of any recorded field of any
+// finished row, and the deletion of any finished row but the last, is
+// found. List and Stats count only rows in the chain and unfinished ones;
+// Stats reports the others as OutOfChain.
 //
 // What the chain does not do: it has no secret, so someone who can write the
 // file can rewrite a row and every hash after it, or delete the newest rows.

@@ -32,7 +32,8 @@ type Filter struct {
 }
 
 // List returns the runs f selects, newest start first, with their labels,
-// violations and connections.
+// violations and connections: of the rows in the chain and the unfinished
+// ones (a finished row nsbox did not link is not listed).
 func (db *DB) List(f Filter) ([]Run, error) {
 	runs, err := db.list(f)
 	if err != nil {
@@ -63,7 +64,9 @@ func (db *DB) list(f Filter) ([]Run, error) {
 
 // listQuery is the statement of List(f) and its arguments.
 func listQuery(f Filter) (string, []any) {
-	var where []string
+	// Rows in the chain and unfinished ones; a finished row nsbox did
+	// not link is not listed (Verify reports it).
+	where := []string{counted}
 	var args []any
 	if f.Since > 0 {
 		where = append(where, `start_ns >= ?`)
@@ -87,10 +90,7 @@ func listQuery(f Filter) (string, []any) {
 		where = append(where, `EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.id AND l.key = ? AND l.value = ?)`)
 		args = append(args, k, f.Labels[k])
 	}
-	query := `SELECT ` + runColumns + ` FROM runs`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
+	query := `SELECT ` + runColumns + ` FROM runs WHERE ` + strings.Join(where, ` AND `)
 	query += ` ORDER BY start_ns DESC, id DESC`
 	if f.Limit > 0 {
 		query += ` LIMIT ?`

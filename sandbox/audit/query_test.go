@@ -219,3 +219,39 @@ func TestStatsEmpty(t *testing.T) {
 		t.Errorf("Stats of an empty log = %+v, %v; want zero counts and empty lists", s, err)
 	}
 }
+
+// TestOutOfChainNotCounted: a finished row nsbox did not link (inserted
+// beside the chain, with violations of its own) is neither listed nor
+// counted, only reported as out of the chain.
+func TestOutOfChainNotCounted(t *testing.T) {
+	db := fixture(t)
+	raw := rawDB(t, db)
+	if _, err := raw.Exec(`INSERT INTO runs (id, start_ns, status, policy, policy_sha256, root_manifest_sha256, code_sha256, nsbox_version)
+		VALUES ('forged', 1, 'ok', 'strict', '', '', '', 'v');
+		INSERT INTO run_violations VALUES ('forged', 0, 'import', 'os', 1, 0, '');
+		INSERT INTO run_violations VALUES ('forged', 1, 'event', 'os.system', 1, 0, '')`); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := db.List(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.ID == "forged" {
+			t.Errorf("List shows the row outside the chain")
+		}
+	}
+	if len(runs) != 4 {
+		t.Errorf("List: %d runs, want the 4 of the fixture", len(runs))
+	}
+	s, err := db.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Total != 4 || s.ByStatus["ok"] != 1 || s.OutOfChain != 1 {
+		t.Errorf("Stats: total %d, ok %d, out of chain %d; want 4, 1, 1", s.Total, s.ByStatus["ok"], s.OutOfChain)
+	}
+	if !slices.Equal(s.TopImports, []Count{{Name: "os", Runs: 2, Times: 3}}) || len(s.TopEvents) != 1 {
+		t.Errorf("Stats counts the forged violations: imports %+v events %+v", s.TopImports, s.TopEvents)
+	}
+}

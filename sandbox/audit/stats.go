@@ -31,7 +31,8 @@ type PolicyTime struct {
 
 // Stats summarises the whole log.
 type Stats struct {
-	Total          int            `json:"total"`           // rows, finished or not
+	Total          int            `json:"total"`           // rows in the chain, and unfinished ones
+	OutOfChain     int            `json:"out_of_chain"`    // finished rows nsbox did not link (not counted anywhere else; Verify reports them)
 	Unfinished     int            `json:"unfinished"`      // rows still "unfinished": running, or not yet found orphaned
 	SupervisorDied int            `json:"supervisor_died"` // of the "killed" rows, those Reap finished: their supervisor died mid-run
 	ByStatus       map[string]int `json:"by_status"`       // rows per status, "unfinished" included
@@ -50,7 +51,9 @@ type Stats struct {
 // refused imports, audit events and network targets (by the number of runs
 // that had them) and the policies whose finished runs take longest. Each
 // list has at most TopN entries. It counts what is recorded: Reap first
-// for the orphans to count as killed.
+// for the orphans to count as killed. Only rows in the chain (and the
+// unfinished ones, by status) are counted: a row added beside it is only
+// counted in OutOfChain.
 func (db *DB) Stats() (*Stats, error) {
 	s := &Stats{ByStatus: map[string]int{}}
 	ctx := context.Background()
@@ -68,7 +71,7 @@ func (db *DB) Stats() (*Stats, error) {
 		if s.TopNetwork, err = topViolations(ctx, q, result.ViolationNetwork); err != nil {
 			return err
 		}
-		err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(net_refused), 0) FROM runs WHERE network != ''`).
+		err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(net_refused), 0) FROM runs WHERE network != '' AND seq IS NOT NULL`).
 			Scan(&s.NetworkRuns, &s.RefusedConnections)
 		if err != nil {
 			return fmt.Errorf("count network runs: %w", err)
@@ -83,7 +86,7 @@ func (db *DB) Stats() (*Stats, error) {
 }
 
 func countStatuses(ctx context.Context, q querier, s *Stats) error {
-	rows, err := q.QueryContext(ctx, `SELECT status, count(*) FROM runs GROUP BY status`)
+	rows, err := q.QueryContext(ctx, `SELECT status, count(*) FROM runs WHERE `+counted+` GROUP BY status`)
 	if err != nil {
 		return fmt.Errorf("count statuses: %w", err)
 	}
@@ -101,6 +104,9 @@ func countStatuses(ctx context.Context, q querier, s *Stats) error {
 		return fmt.Errorf("count statuses: %w", err)
 	}
 	s.Unfinished = s.ByStatus[StatusUnfinished]
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE NOT `+counted).Scan(&s.OutOfChain); err != nil {
+		return fmt.Errorf("count rows outside the chain: %w", err)
+	}
 	err = q.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE status = ? AND reason = ? AND seq IS NOT NULL`,
 		string(result.StatusKilled), ReasonSupervisorDied).Scan(&s.SupervisorDied)
 	if err != nil {
@@ -111,7 +117,8 @@ func countStatuses(ctx context.Context, q querier, s *Stats) error {
 
 func topViolations(ctx context.Context, q querier, kind string) ([]Count, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name, count(DISTINCT run_id), count(*) FROM run_violations
-		WHERE kind = ? GROUP BY name ORDER BY 2 DESC, 3 DESC, name LIMIT ?`, kind, TopN)
+		WHERE kind = ? AND run_id IN (SELECT id FROM runs WHERE seq IS NOT NULL)
+		GROUP BY name ORDER BY 2 DESC, 3 DESC, name LIMIT ?`, kind, TopN)
 	if err != nil {
 		return nil, fmt.Errorf("rank %s violations: %w", kind, err)
 	}
