@@ -192,8 +192,9 @@ for _ in range(4096):
 	if o.exit != 137 {
 		t.Errorf("exit %d, want 137", o.exit)
 	}
-	// Plain mode: the kept bytes pass through, then nsbox's one-line notice.
-	want := string(repeat('e', 4096)) + "nsbox: output_limit: stderr exceeded 4096 bytes\n"
+	// Plain mode: the kept bytes pass through, then nsbox's one-line
+	// notice, on a line of its own.
+	want := string(repeat('e', 4096)) + "\nnsbox: output_limit: stderr exceeded 4096 bytes\n"
 	if string(o.stderr) != want {
 		t.Errorf("stderr %q... (%d bytes), want the 4096 kept bytes and the notice", head(o.stderr), len(o.stderr))
 	}

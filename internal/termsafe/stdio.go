@@ -30,11 +30,9 @@ func NewStdio(raw bool) *Stdio {
 }
 
 // End is called once the program's streams have ended: an unfinished
-// UTF-8 sequence is shown, and nsbox's next message starts a line.
-func (s *Stdio) End() {
-	s.line.Flush()
-	s.line.Fresh(os.Stderr)
-}
+// UTF-8 sequence is shown. Nothing else is added: a newline comes only
+// before a message of nsbox's own (Own).
+func (s *Stdio) End() { s.line.Flush() }
 
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
