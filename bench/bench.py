@@ -64,6 +64,11 @@ distributions of duration_ms - timeout, of the kill's lateness (the
 program's end, from --trace-phases, minus its deadline) and of the wall
 time seen by the harness minus the timeout.
 
+Roots (unless --only names neither it nor "roots"; bench/rootbench.py): the
+time of `nsbox rootfs lock` of datasci's top-level list, full builds of
+datasci-min and datasci into a scratch directory (their size), and layered
+builds of one small extra package on that datasci.
+
 Service (unless --only names neither it nor "service"; bench/servicebench.py):
 nsbox serve on a Unix socket driven by a client in this process: one-shot
 print(1) through the pool against bare python -c, a pandas snippet through
@@ -96,6 +101,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 from pandas_import import policy_env  # noqa: E402  (same directory)
 import servicebench  # noqa: E402  (same directory)
+import rootbench  # noqa: E402  (same directory)
 import netbench  # noqa: E402  (same directory)
 
 PY = "/usr/bin/python3.11"
@@ -123,6 +129,10 @@ def parse_args():
                     help="nsbox rootfs verify runs per built-in root (extras)")
     ap.add_argument("--build-runs", type=int, default=int(env("BENCH_BUILD_RUNS", "3")),
                     help="builds of base into a scratch directory (extras)")
+    ap.add_argument("--lock-runs", type=int, default=int(env("BENCH_LOCK_RUNS", "3")),
+                    help="nsbox rootfs lock runs of datasci's list (roots)")
+    ap.add_argument("--layer-runs", type=int, default=int(env("BENCH_LAYER_RUNS", "3")),
+                    help="layered builds on datasci (roots)")
     ap.add_argument("--supmem-caps", default=env("BENCH_SUPMEM_CAPS", "1MiB,64MiB,1GiB"),
                     help="output caps of the supervisor-memory section")
     ap.add_argument("--timeout-parallel", default=env("BENCH_TIMEOUT_PARALLEL", "1,8,16"),
@@ -829,6 +839,7 @@ def markdown(res, a):
     L += markdown_extras(res.get("extras"))
     L += markdown_supervisor(res.get("supervisor_memory"), res.get("timeouts"))
     L += servicebench.markdown(res.get("service"))
+    L += rootbench.markdown(res.get("roots"))
     findings = os.path.join(HERE, "findings.md")
     if os.path.exists(findings):  # hand-written reading of a run; kept across reruns
         with open(findings) as f:
@@ -1040,6 +1051,8 @@ def main():
                 res["timeouts"] = timeouts(a, nsbox)
             except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
                 notes.append("timeouts failed: %s" % str(e)[:300])
+        if want_section(a, "roots"):
+            res["roots"] = rootbench.measure(nsbox, tmp, a.lock_runs, a.layer_runs, notes)
         if want_section(a, "service"):
             print("bench: [service] nsbox serve on a Unix socket", file=sys.stderr, flush=True)
             venv_py = os.path.join(rp(a.venv), "bin", "python")
