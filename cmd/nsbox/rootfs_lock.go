@@ -23,8 +23,9 @@ func rootfsLockCommand() *cli.Command {
 			"with FILE:LINE. uv (`uv pip compile --generate-hashes --only-binary :all:`) resolves it for the root's\n" +
 			"interpreter, --python: its Python version and ABI, its glibc (manylinux) and machine, not the host's.\n" +
 			"Every package must have a wheel for that target: a package with only a source distribution is refused,\n" +
-			"named. The lock (-o) lists every package of the resolution as name==version with the sha256 of its\n" +
-			"wheels, is checked as `rootfs build --lock` checks it, and is written atomically. When LOCK exists,\n" +
+			"named. The lock (-o) lists every package of the resolution as name==version with the sha256 of the\n" +
+			"wheels the target can install (each named in a comment; no source distribution's), is checked as\n" +
+			"`rootfs build --lock` checks it, and is written atomically. When LOCK exists,\n" +
 			"its pins are kept wherever the list allows (--upgrade ignores them): locking an unchanged list again\n" +
 			"gives the same bytes. uv is --uv, else uv on PATH, else .venv-tools/bin/uv beside this binary's\n" +
 			"directory (`make tools-venv` in a checkout). uv's own index settings (UV_DEFAULT_INDEX, UV_INDEX,\n" +

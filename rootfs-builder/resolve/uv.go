@@ -84,17 +84,17 @@ func uvEnv(env []string) []string {
 }
 
 var (
-	// sdistOnlyRe: uv's hint when a package has no wheel it may use.
+	// noWheelRe: uv's hint when a package has only a source distribution.
 	noWheelRe = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile("Wheels are required for `([A-Za-z0-9._-]+)` because building from source is disabled")
 	})
 	noUsableRe = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`Because (?:only )?([A-Za-z0-9._-]+)[=<>!~]=?\S* has no usable wheels`)
 	})
-	// otherWheelsRe: uv's hint that the package has wheels, for other
-	// platforms or Pythons.
+	// otherWheelsRe: the package has wheels, for other platforms or
+	// Pythons.
 	otherWheelsRe = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile("Wheels are available for `([A-Za-z0-9._-]+)`")
+		return regexp.MustCompile(`Because ([A-Za-z0-9._-]+)==\S+ has no wheels with a matching (?:platform|Python implementation|Python ABI|Python) tag`)
 	})
 	notFoundRe = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`Because ([A-Za-z0-9._-]+) was not found in the (package registry|provided package locations|cache)`)
@@ -128,10 +128,10 @@ func uvError(reqFile string, reqs []Requirement, t Target, offline bool, out []b
 		return fmt.Errorf("%w\nuv:\n%s", lerr, detail)
 	}
 	s := string(out)
+	if m := otherWheelsRe().FindStringSubmatch(s); m != nil {
+		return named(m[1], fmt.Sprintf("no wheel for %s (its wheels are for other platforms or Python versions); nsbox installs wheels only", t))
+	}
 	if m := noWheelRe().FindStringSubmatch(s); m != nil {
-		if otherWheelsRe().MatchString(s) {
-			return named(m[1], fmt.Sprintf("no wheel for %s (its wheels are for other platforms or Python versions); nsbox installs wheels only", t))
-		}
 		return named(m[1], fmt.Sprintf("no wheel for CPython %s manylinux %s (only a source distribution); nsbox installs wheels only", t.Short, t.Machine))
 	}
 	if m := noUsableRe().FindStringSubmatch(s); m != nil {

@@ -20,6 +20,13 @@ import (
 // with one module and the given Requires-Dist.
 func WriteWheel(t testing.TB, dir, name, version string, deps ...string) {
 	t.Helper()
+	WriteWheelTag(t, dir, name, version, "py3-none-any", deps...)
+}
+
+// WriteWheelTag writes a wheel NAME-VERSION-TAG.whl (for example
+// "cp312-cp312-manylinux_2_17_x86_64"), its content pure Python.
+func WriteWheelTag(t testing.TB, dir, name, version, tag string, deps ...string) {
+	t.Helper()
 	info := name + "-" + version + ".dist-info"
 	meta := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
 	for _, d := range deps {
@@ -28,7 +35,7 @@ func WriteWheel(t testing.TB, dir, name, version string, deps ...string) {
 	files := [][2]string{
 		{name + "/__init__.py", "VERSION = " + fmt.Sprintf("%q", version) + "\n"},
 		{info + "/METADATA", meta},
-		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: nsbox-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: nsbox-test\nRoot-Is-Purelib: true\nTag: " + tag + "\n"},
 	}
 	var record strings.Builder
 	for _, f := range files {
@@ -51,7 +58,7 @@ func WriteWheel(t testing.TB, dir, name, version string, deps ...string) {
 	if err := z.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"), buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+"-"+tag+".whl"), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
