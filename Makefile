@@ -85,9 +85,9 @@ datasci web: build
 # "this host cannot" skip into a failure (CI sets it). The datasci root is
 # built first: the tests run a pandas and matplotlib program on it; so is
 # the web root, whose requests and httpx the network tests use.
-test: deps build datasci web mcp-venv fmt-check vet
+test: deps build datasci web mcp-venv tools-venv fmt-check vet
 	@$(MAKE) --no-print-directory k8s-validate apparmor-check
-	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
+	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python NSBOX_UV=$(CURDIR)/$(TOOLS_VENV)/bin/uv $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory python-adapters-test
 
@@ -225,6 +225,24 @@ $(MCP_VENV)/.complete: tests/mcp/requirements.txt
 	python3 -m pip --python $(MCP_VENV)/bin/python install --disable-pip-version-check --quiet \
 		--only-binary=:all: --no-deps -r tests/mcp/requirements.txt
 	python3 -m pip --python $(MCP_VENV)/bin/python check
+	touch $@
+# --- tools venv ----------------------------------------------------------------
+# Target: tools-venv. .venv-tools: uv, the resolver `nsbox rootfs lock`
+# runs (a maintained resolver rather than one of nsbox's own), pinned with
+# its hash in scripts/tools.lock (wheels only, no deps resolved, pip's cache
+# reused); redone when the lock changes. bin/nsbox finds .venv-tools/bin/uv
+# when no uv is on PATH; `make test` builds it for the lock tests.
+TOOLS_VENV := .venv-tools
+
+.PHONY: tools-venv
+tools-venv: $(TOOLS_VENV)/.complete
+
+$(TOOLS_VENV)/.complete: scripts/tools.lock
+	rm -rf $(TOOLS_VENV)
+	python3 -m venv --without-pip $(TOOLS_VENV)
+	python3 -m pip --python $(TOOLS_VENV)/bin/python install --disable-pip-version-check --quiet \
+		--require-hashes --only-binary=:all: --no-deps -r scripts/tools.lock
+	$(TOOLS_VENV)/bin/uv --version
 	touch $@
 # --- Python SDK and wheel --------------------------------------------------------
 # Targets: wheel, python-test (docs/python.md).

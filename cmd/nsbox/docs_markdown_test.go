@@ -42,7 +42,7 @@ var (
 )
 
 // skipDirs are not read for Markdown: build output and generated data.
-var skipDirs = map[string]bool{".git": true, "bin": true, "bench/.venv-datasci": true, "bench/results": true, "tests/.venv-mcp": true, "python/.venv-build": true, "python/.venv-adapters": true, ".test-v2": true, "deploy/.venv-k8s": true, "deploy/.apparmor": true}
+var skipDirs = map[string]bool{".git": true, "bin": true, "bench/.venv-datasci": true, "bench/results": true, "tests/.venv-mcp": true, "python/.venv-build": true, "python/.venv-adapters": true, ".test-v2": true, "deploy/.venv-k8s": true, "deploy/.apparmor": true, ".venv-tools": true}
 
 // markdownFiles reads every Markdown file of the repository.
 func markdownFiles(t *testing.T) []*mdFile {

@@ -26,7 +26,7 @@ func rootfsCommand() *cli.Command {
 		Name:            "rootfs",
 		Usage:           "build and verify the read-only root filesystems that runs use",
 		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsVerifyCommand(), rootfsSweepCommand(), rootfsRunnerPathCommand()},
+		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsLockCommand(), rootfsVerifyCommand(), rootfsSweepCommand(), rootfsRunnerPathCommand()},
 	}
 }
 
