@@ -38,7 +38,7 @@ func TestBuiltins(t *testing.T) {
 		storeCode             bool
 		descriptionMentioning string
 	}{
-		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg"},
+		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib"},
 			Allowlist{pyrunner.DatasciAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{"matplotlib.pyplot", "numpy", "pandas"}}, false, "pandas"},
 		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true, false}, map[string]string{},
 			Allowlist{pyrunner.DefaultAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{}}, false, "limits"},

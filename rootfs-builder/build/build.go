@@ -214,6 +214,7 @@ func (b *builder) assemble() (*rootfs.Manifest, error) {
 		{"compile bytecode", b.compile, false},
 		// nsbox's own Python runner, compiled for this interpreter.
 		{"compile runner", b.compileRunner, false},
+		{"build matplotlib font cache", b.matplotlibCache, b.reqs == nil}, // mplcache.go
 		{"write /etc and mount points", b.writeEtc, false},
 		// Last change to the tree: the manifest records final modes.
 		{"normalize owners and modes", b.normalize, false},

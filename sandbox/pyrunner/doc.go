@@ -23,6 +23,7 @@
 //	jsonw.py       a JSON writer for the report's nested lines
 //	static.py      the static check
 //	venvsite.py    site's work for nsbox's venv (the interpreter runs with -S)
+//	mplcache.py    matplotlib's font cache, seeded from the root (MatplotlibCacheDir)
 //	network.py     the network check under a proxy (Config.Proxy)
 //	guard.py       the audit hook and the run-time checks; the invariants
 //	views.py       what the program is handed: __import__, stubs, module views

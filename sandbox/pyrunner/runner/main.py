@@ -17,6 +17,7 @@ from .display import _display, _Outputs
 from .ending import _end, _exit_code, _freeze
 from .guard import _State
 from .jsonw import _dumps
+from .mplcache import _seed_matplotlib
 from .report import _Report
 from .session import _session, _take_stdin
 from .static import _static
@@ -35,6 +36,10 @@ def _main():
     report = _Report(cfg.fd, cfg.max_lines)
     if sys.stdin is None:
         _fail("no stdin: the program arrives on stdin")
+    # Matplotlib's font cache from the root, before a preload or the
+    # program imports matplotlib (mplcache.py).
+    if cfg.mode != "check":
+        _seed_matplotlib()
     if cfg.mode == "session":
         # The cells come on stdin: the runner keeps a private copy and the
         # program gets /dev/null; then the preloads, then the cells

@@ -40,6 +40,7 @@ var order = []string{
 	"jsonw",      // a JSON writer for the report's nested lines
 	"static",     // the static check
 	"venvsite",   // site's work for nsbox's venv
+	"mplcache",   // matplotlib's font cache, seeded from the root
 	"network",    // the network check under a proxy (allowlist mode)
 	"guard",      // the audit hook and the checks; the invariants
 	"views",      // what the program is handed: __import__, stubs, module views
