@@ -7,12 +7,12 @@
 // (labels, limits, files); make the plan (the policy narrowed by the
 // caller's flags, checked against the host: fail closed); take the
 // program, bounded by the plan, and its standard input, bounded by
-// MaxStdin; build the base root on first use; begin
-// the audit row, in the background while the supervisor prepares the
-// sandbox; place the caller's files in the fresh workspace; wait for the
-// row; run the program; list the workspace's files; finish the row. A
-// run refused before a sandbox existed still has a result (status
-// sandbox_error) and a finished row.
+// MaxStdin; build the base root on first use; begin the audit row, in the
+// background while the supervisor prepares the sandbox; place the
+// caller's files in the fresh workspace; wait for the row; run the
+// program; list the workspace's files; finish the row. A run refused
+// before a sandbox existed still has a result (status sandbox_error) and
+// a finished row.
 //
 // The package also holds what every door shares with the run: label
 // rules (ParseLabels, CheckLabels), the audit row helpers (BeginRow,
