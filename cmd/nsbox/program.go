@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -89,16 +90,22 @@ func readInput(path string, lim programLimits) ([]byte, error) {
 	return readFile(path, lim)
 }
 
-// readBounded reads r to EOF, refusing more than lim.size bytes.
-func readBounded(r io.Reader, lim programLimits) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, lim.size+1))
-	if err != nil {
+// readBounded reads r to EOF, refusing more than lim.size bytes. hint is
+// the size r is expected to have (a file's), 0 when unknown: read into a
+// buffer of that size at once, nsbox holds the bytes once, not the
+// copies a growing buffer leaves behind.
+func readBounded(r io.Reader, lim programLimits, hint int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if hint > 0 && hint <= lim.size {
+		buf.Grow(int(hint) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r, lim.size+1)); err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > lim.size {
+	if int64(buf.Len()) > lim.size {
 		return nil, tooBig(lim, -1)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // readFile reads the program from path, a regular file.
@@ -123,7 +130,7 @@ func readFile(path string, lim programLimits) ([]byte, error) {
 	if lim.input && fi.Size() > lim.size {
 		return nil, fmt.Errorf("read --stdin %s: %w", path, tooBig(lim, fi.Size()))
 	}
-	b, err := readBounded(f, lim)
+	b, err := readBounded(f, lim, fi.Size())
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", lim.what(), path, err)
 	}
@@ -139,7 +146,7 @@ func readStdin(lim programLimits) ([]byte, error) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		b, err := readBounded(os.Stdin, lim)
+		b, err := readBounded(os.Stdin, lim, 0)
 		done <- read{b, err}
 	}()
 	select {
