@@ -107,6 +107,9 @@ func (s *Server) run(ctx context.Context, req runRequest, stdout, stderr io.Writ
 		jr.Files, jr.InputError = decodeFiles(req.Files)
 	}
 	if jr.InputError == nil {
+		jr.Stdin, jr.InputError = decodeStdin(req)
+	}
+	if jr.InputError == nil {
 		jr.Warm = s.pools.take(name, pol, jr.Flags)
 	}
 	ctx, cancel := runContext(ctx, s.stop)

@@ -249,10 +249,15 @@ type runPythonArgs struct {
 	Code    string   `json:"code" jsonschema:"the Python 3 program to run, as a file's source"`
 	Policy  string   `json:"policy,omitempty" jsonschema:"the sandbox policy (see the tool's description); default \"default\""`
 	Timeout *float64 `json:"timeout,omitempty" jsonschema:"wall-clock limit in seconds, at most the policy's"`
+	Stdin   string   `json:"stdin,omitempty" jsonschema:"text the program reads on its standard input (sys.stdin, input()), then end of input; default none"`
 }
 
 func (d *mcpDoor) runPython(ctx context.Context, req *mcp.CallToolRequest, in runPythonArgs) (*mcp.CallToolResult, error) {
-	res, err := d.s.run(ctx, runRequest{Code: in.Code, Policy: in.Policy, Timeout: in.Timeout, Labels: map[string]string{"door": "mcp"}}, nil, nil)
+	rr := runRequest{Code: in.Code, Policy: in.Policy, Timeout: in.Timeout, Labels: map[string]string{"door": "mcp"}}
+	if in.Stdin != "" {
+		rr.StdinBase64 = base64.StdEncoding.EncodeToString([]byte(in.Stdin))
+	}
+	res, err := d.s.run(ctx, rr, nil, nil)
 	if err != nil {
 		return nil, err
 	}

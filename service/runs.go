@@ -27,6 +27,7 @@ type runRequest struct {
 	Labels       map[string]string `json:"labels"`
 	Files        []fileIn          `json:"files"`
 	CollectFiles bool              `json:"collect_files"`
+	StdinBase64  string            `json:"stdin_base64"` // the program's standard input, base64; then end of input
 }
 
 // fileIn is one file placed in the run's workspace.
@@ -152,6 +153,18 @@ func decodeFiles(in []fileIn) ([]job.File, error) {
 		files = append(files, job.File{Path: f.Path, Data: data, Mode: mode})
 	}
 	return files, nil
+}
+
+// decodeStdin returns the program's standard input of req (nil when none).
+func decodeStdin(req runRequest) ([]byte, error) {
+	if req.StdinBase64 == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(req.StdinBase64)
+	if err != nil {
+		return nil, fmt.Errorf("stdin_base64: %w", err)
+	}
+	return b, nil
 }
 
 // runContext is a run's context: cancelled, with the reason the result

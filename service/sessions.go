@@ -104,6 +104,9 @@ type sessionCreated struct {
 type cellRequest struct {
 	Code    string   `json:"code"`
 	Timeout *float64 `json:"timeout"` // seconds; at most the session's timeout_per_cell
+	// StdinBase64 is read only to be refused by name: a cell has no
+	// standard input (the session's program finds stdin at EOF).
+	StdinBase64 *string `json:"stdin_base64"`
 }
 
 // seconds turns a request's number of seconds into a duration.
@@ -202,6 +205,10 @@ func (s *Server) postCell(w http.ResponseWriter, r *http.Request) {
 	}
 	var req cellRequest
 	if !s.readBody(w, r, &req) {
+		return
+	}
+	if req.StdinBase64 != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "stdin_base64: a session's cells have no standard input (the program's stdin is at EOF); give the program input in a one-shot run (POST /v1/runs), or write it to a file (PUT /v1/sessions/{id}/files/{path})")
 		return
 	}
 	if wantsStream(r) {

@@ -218,6 +218,9 @@ func TestMCPHTTP(t *testing.T) {
 	if r := call("run_python", map[string]any{"code": "print(6*7)"}); r.IsError || structured(r)["stdout"] != "42\n" || structured(r)["status"] != "ok" {
 		t.Errorf("run_python: %+v", r)
 	}
+	if r := call("run_python", map[string]any{"code": "print(input()[::-1])", "stdin": "é tupni\n"}); r.IsError || structured(r)["stdout"] != "input é\n" {
+		t.Errorf("run_python with stdin: %+v", r)
+	}
 	if r := call("run_python", map[string]any{"code": "1", "policy": "permissive"}); !r.IsError {
 		t.Errorf("a policy not served: %+v, want a tool error", r)
 	}

@@ -33,6 +33,7 @@ func clientMain(args []string) int {
 	server := fs.String("server", "", "")
 	tokenFile := fs.String("token-file", "", "")
 	codeFD := fs.Int("code-fd", -1, "")
+	stdinFD := fs.Int("stdin-fd", -1, "")
 	jsonOut := fs.Bool("json", false, "")
 	rawOut := fs.Bool("raw-output", false, "")
 	var req struct {
@@ -42,6 +43,7 @@ func clientMain(args []string) int {
 		OutputLimit *int64            `json:"output_limit,omitempty"`
 		Network     string            `json:"network,omitempty"`
 		Labels      map[string]string `json:"labels,omitempty"`
+		StdinBase64 string            `json:"stdin_base64,omitempty"`
 	}
 	fs.StringVar(&req.Policy, "policy", "", "")
 	fs.StringVar(&req.Network, "network", "", "")
@@ -76,6 +78,13 @@ func clientMain(args []string) int {
 		return fail(fmt.Errorf("read the program: %w", err))
 	}
 	req.Code = string(code)
+	if *stdinFD >= 0 {
+		stdin, err := io.ReadAll(os.NewFile(uintptr(*stdinFD), "stdin"))
+		if err != nil {
+			return fail(fmt.Errorf("read the program's input: %w", err))
+		}
+		req.StdinBase64 = base64.StdEncoding.EncodeToString(stdin)
+	}
 	addr, err := service.ParseAddress(*server)
 	if err != nil {
 		return fail(err)

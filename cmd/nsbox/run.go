@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +31,8 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run Python code in a fresh sandbox",
 		ArgsUsage: "[FILE | -]",
-		Description: "The program is FILE, standard input (-) or the -c string. Plain mode passes the program's\n" +
+		Description: "The program is FILE, standard input (-) or the -c string; its own standard input is --stdin's\n" +
+			"bytes, else at EOF. Plain mode passes the program's\n" +
 			"stdout and stderr through (each capped) and exits with its exit code; 124 on timeout, 125 when\n" +
 			"nsbox itself failed, 126 when the policy's Python allowlist refused the program, 137 when nsbox\n" +
 			"killed the run (memory or output limit, stopped by hand), 128+N when\n" +
@@ -42,6 +44,7 @@ func runCommand() *cli.Command {
 			onceFlag("policy", []string{"p"}, "default",
 				"built-in policy name ("+fmt.Sprint(policies.BuiltinNames())+") or path of a policy TOML file"),
 			onceFlag("code", []string{"c"}, "", "program passed as a string"),
+			onceFlag("stdin", nil, "", "`FILE` whose bytes are the program's standard input, then end of input (- for nsbox's own standard input, when the program is not read from it; at most "+policies.Size(job.MaxStdin).String()+"; default: none, at EOF)"),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON result object instead of the program's output"},
 			onceFlag("timeout", nil, "", "wall-clock limit, at most the policy's (e.g. 2s)"),
 			onceFlag("output-limit", nil, "", "byte cap per stream, at most the policy's (e.g. 16KiB)"),
@@ -96,7 +99,15 @@ func runAction(c *cli.Context) error {
 			return readCode(c, programLimits{size: size, wait: wait})
 		},
 	}
-	req.Flags, req.InputError = planFlags(c)
+	if c.IsSet("stdin") {
+		req.ReadStdin = func(size int64, wait time.Duration) ([]byte, error) {
+			return readInput(c.String("stdin"), programLimits{size: size, wait: wait})
+		}
+	}
+	req.InputError = checkStdinFlag(c)
+	if req.InputError == nil {
+		req.Flags, req.InputError = planFlags(c)
+	}
 	if req.InputError == nil {
 		req.Labels, req.InputError = job.ParseLabels(c.StringSlice("label"))
 	}
@@ -130,6 +141,15 @@ func runAction(c *cli.Context) error {
 	}
 	if code != 0 {
 		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// checkStdinFlag refuses --stdin - for a program read from standard input
+// itself: one stream cannot be both.
+func checkStdinFlag(c *cli.Context) error {
+	if c.IsSet("stdin") && c.String("stdin") == "-" && c.Args().First() == "-" && !c.IsSet("code") {
+		return result.StepError("input", errors.New("--stdin -: the program is read from standard input (FILE -), which cannot also be its input; give the program as FILE or with -c, or its input as --stdin FILE"))
 	}
 	return nil
 }
@@ -237,6 +257,31 @@ func signalName(s os.Signal) string {
 	return s.String()
 }
 
+// memfdWith returns a memfd named name holding data, at offset 0, to be
+// inherited by the client across execve.
+func memfdWith(name string, data []byte) (int, error) {
+	fd, err := unix.MemfdCreate(name, 0)
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create %s: %w", name, err)
+	}
+	// The raw descriptor, not an *os.File: a File's finalizer would close
+	// it before the execve should the garbage collector run first.
+	for b := data; len(b) > 0; {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, fmt.Errorf("write memfd %s: %w", name, err)
+		}
+		b = b[n:]
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return -1, fmt.Errorf("seek memfd %s: %w", name, err)
+	}
+	return fd, nil
+}
+
 // runRemote is nsbox run --server: the flags and the program are read
 // here, as for a local run, and handed to nsbox-serve's client (beside
 // nsbox, trusted as for nsbox serve), which replaces this process: the
@@ -274,6 +319,9 @@ func runRemote(c *cli.Context) error {
 	if flags.NoNetwork {
 		args = append(args, "--network="+policies.NetworkNone)
 	}
+	if err := checkStdinFlag(c); err != nil {
+		return fail(err)
+	}
 	if _, err := job.ParseLabels(c.StringSlice("label")); err != nil {
 		return fail(err)
 	}
@@ -290,17 +338,23 @@ func runRemote(c *cli.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	fd, err := unix.MemfdCreate("nsbox-program", 0) // inherited by the client across execve
+	fd, err := memfdWith("nsbox-program", code)
 	if err != nil {
-		return fail(fmt.Errorf("memfd_create: %w", err))
-	}
-	f := os.NewFile(uintptr(fd), "program")
-	if _, err := f.Write(code); err != nil {
-		return fail(fmt.Errorf("write the program to a memfd: %w", err))
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		return fail(fmt.Errorf("seek the program's memfd: %w", err))
+		return fail(err)
 	}
 	args = append(args, "--code-fd="+strconv.Itoa(fd))
+	if c.IsSet("stdin") {
+		// The program's input, bounded as for a local run, over a
+		// memfd of its own.
+		stdin, err := readInput(c.String("stdin"), programLimits{size: job.MaxStdin, wait: wait})
+		if err != nil {
+			return fail(err)
+		}
+		sfd, err := memfdWith("nsbox-stdin", stdin)
+		if err != nil {
+			return fail(err)
+		}
+		args = append(args, "--stdin-fd="+strconv.Itoa(sfd))
+	}
 	return fail(launch.Exec(args))
 }

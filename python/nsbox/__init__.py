@@ -3,11 +3,12 @@
 The public API (docs/python.md has the guide):
 
     nsbox.run(code, *, policy="default", timeout=None, output_limit=None, network=None,
-              files=None, labels=None, server=None, token=None) -> Result
+              files=None, labels=None, stdin=None, server=None, token=None) -> Result
         One program in a fresh sandbox. Through the service when one is
         configured (server=, NSBOX_SERVER, or /run/nsbox/nsbox.sock) or this
         process's private service runs; else `nsbox run --json` as a
-        subprocess. files: {path: bytes | str} placed in /workspace.
+        subprocess. files: {path: bytes | str} placed in /workspace;
+        stdin: bytes | str, the program's standard input.
     await nsbox.arun(...)  -> Result            the same, as a coroutine
 
     Result       the result object (docs/result-schema.md): .ok, .status,

@@ -35,6 +35,7 @@ def run(
     network: Optional[str] = None,
     files: Optional[Mapping[str, FileData]] = None,
     labels: Optional[Mapping[str, str]] = None,
+    stdin: Optional[FileData] = None,
     server: Optional[str] = None,
     token: Optional[str] = None,
 ) -> Result:
@@ -43,23 +44,28 @@ def run(
     timeout (seconds) and output_limit (bytes per stream) can only lower
     the policy's; network="none" turns a policy's network allowlist off
     for this run (nothing widens it); files ({path: bytes or str}) are placed in /workspace
-    first; labels are recorded in the audit log. server ("unix:PATH" or
+    first; labels are recorded in the audit log; stdin (bytes, or str as
+    UTF-8) is the program's standard input, then end of input (none: at
+    EOF; at most 64 MiB). server ("unix:PATH" or
     "tcp:HOST:PORT") and token choose a service explicitly. The program's
     failure is in the Result (status, exit_code, stderr); errors are
     raised only when no run could be attempted."""
     _check_args(timeout, output_limit, network)
     ep = _endpoint(server, token)
     if ep is not None:
-        payload = _payload(code, policy, timeout, output_limit, network, files, labels)
+        payload = _payload(code, policy, timeout, output_limit, network, files, labels, stdin)
         return _result(Client(ep).json("POST", "/v1/runs", payload, 200))
     argv, ws = _argv(find_binary(), policy, timeout, output_limit, network, files, labels)
+    fd: Optional[int] = None
     try:
-        p = subprocess.run(argv, input=code.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        fd = _stdin_fd(stdin, argv)
+        p = subprocess.run(
+            argv, input=code.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=_fds(fd)
+        )
     except OSError as e:
         raise NsboxError(f"run {argv[0]}: {e}") from e
     finally:
-        if ws:
-            shutil.rmtree(ws, ignore_errors=True)
+        _cleanup(ws, fd)
     return _decode(argv[0], p.returncode, p.stdout, p.stderr)
 
 
@@ -72,6 +78,7 @@ async def arun(
     network: Optional[str] = None,
     files: Optional[Mapping[str, FileData]] = None,
     labels: Optional[Mapping[str, str]] = None,
+    stdin: Optional[FileData] = None,
     server: Optional[str] = None,
     token: Optional[str] = None,
 ) -> Result:
@@ -81,12 +88,14 @@ async def arun(
     _check_args(timeout, output_limit, network)
     ep = _endpoint(server, token)
     if ep is not None:
-        payload = _payload(code, policy, timeout, output_limit, network, files, labels)
+        payload = _payload(code, policy, timeout, output_limit, network, files, labels, stdin)
         return _result(await AsyncClient(ep).json("POST", "/v1/runs", payload, 200))
     argv, ws = _argv(find_binary(), policy, timeout, output_limit, network, files, labels)
+    fd: Optional[int] = None
     try:
+        fd = _stdin_fd(stdin, argv)
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=_fds(fd)
         )
         try:
             out, err = await proc.communicate(code.encode())
@@ -98,8 +107,7 @@ async def arun(
     except OSError as e:
         raise NsboxError(f"run {argv[0]}: {e}") from e
     finally:
-        if ws:
-            shutil.rmtree(ws, ignore_errors=True)
+        _cleanup(ws, fd)
     assert proc.returncode is not None
     return _decode(argv[0], proc.returncode, out, err)
 
@@ -125,6 +133,7 @@ def _payload(
     network: Optional[str],
     files: Optional[Mapping[str, FileData]],
     labels: Optional[Mapping[str, str]],
+    stdin: Optional[FileData],
 ) -> Dict[str, Any]:
     """The body of POST /v1/runs."""
     p: Dict[str, Any] = {"code": code, "policy": policy}
@@ -140,6 +149,8 @@ def _payload(
         p["files"] = [
             {"path": path, "content_base64": base64.b64encode(_bytes(data)).decode()} for path, data in files.items()
         ]
+    if stdin is not None:
+        p["stdin_base64"] = base64.b64encode(_bytes(stdin)).decode()
     return p
 
 
@@ -158,8 +169,8 @@ def _argv(
     files: Optional[Mapping[str, FileData]],
     labels: Optional[Mapping[str, str]],
 ) -> Tuple[List[str], Optional[str]]:
-    """nsbox run's command line (the program on stdin), and the temporary
-    workspace holding files, if any, for the caller to remove."""
+    """nsbox run's command line (the program on stdin, "-" last), and the
+    temporary workspace holding files, if any, for the caller to remove."""
     argv = [binary, "run", "--json", "--policy=" + policy]
     if timeout is not None:
         argv.append(f"--timeout={timeout:f}s")
@@ -174,6 +185,36 @@ def _argv(
         argv.append("--workspace=" + os.path.join(ws, "workspace"))
     argv.append("-")
     return argv, ws
+
+
+def _stdin_fd(stdin: Optional[FileData], argv: List[str]) -> Optional[int]:
+    """A memfd holding the program's input, named by --stdin in argv
+    (before its last "-"): a regular file, as nsbox wants, while nsbox's
+    own stdin carries the program. None for no input. The caller passes
+    it to nsbox and closes it (_cleanup)."""
+    if stdin is None:
+        return None
+    fd = os.memfd_create("nsbox-stdin", os.MFD_CLOEXEC)
+    try:
+        data = memoryview(_bytes(stdin))
+        while data:
+            data = data[os.write(fd, data) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    argv.insert(len(argv) - 1, f"--stdin=/dev/fd/{fd}")
+    return fd
+
+
+def _fds(fd: Optional[int]) -> Tuple[int, ...]:
+    return () if fd is None else (fd,)
+
+
+def _cleanup(ws: Optional[str], fd: Optional[int]) -> None:
+    if ws:
+        shutil.rmtree(ws, ignore_errors=True)
+    if fd is not None:
+        os.close(fd)
 
 
 def _workspace(files: Mapping[str, FileData]) -> str:

@@ -185,6 +185,11 @@ class TestRunSubprocess(unittest.TestCase):
             files = nsbox.run("print(open('in/a.txt').read())", files={"in/a.txt": "from host"})
             flood = nsbox.run("print('x' * 5000)", output_limit=1024)
             refused = nsbox.run("import socket", policy="strict")
+            import asyncio, hashlib
+            data = bytes(range(256)) * 4096
+            hashed = nsbox.run("import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+                               stdin=data, files={"x": "with a workspace too"})
+            lines = asyncio.run(nsbox.arun("print(input(), input())", stdin="é\\nb\\n"))
             out({
                 "ok": [ok.ok, ok.status, ok.stdout, ok.exit_code, ok.policy, ok.limits.timeout_ms > 0,
                        ok.sandbox is not None and "pid" in ok.sandbox.namespaces],
@@ -193,9 +198,11 @@ class TestRunSubprocess(unittest.TestCase):
                 "files": [files.status, files.stdout],
                 "flood": [flood.status, flood.limit],
                 "refused": [refused.status, [v.name for v in refused.violations]],
+                "stdin": [hashed.status, hashed.stdout.strip() == hashlib.sha256(data).hexdigest(), lines.stdout],
             })
             """
         )
+        self.assertEqual(got["stdin"], ["ok", True, "é b\n"])
         self.assertEqual(got["ok"], [True, "ok", "42\n", 0, "default", True, True])
         self.assertEqual(got["fail"], [False, "error", 3, "bad\n"])
         self.assertEqual(got["slow"], ["timeout", "wall_time", True])
@@ -281,8 +288,9 @@ class TestService(unittest.TestCase):
             except nsbox.PolicyRefused as e:
                 refused = [e.status, e.code, "strict" in e.message]
             above = nsbox.run("print(1)", timeout=1e6)
+            piped = nsbox.run("import sys; print(sys.stdin.buffer.read()[::-1])", stdin=b"\\x00in\\xff")
             out({"ep": str(ep), "ok": [ok.status, ok.stdout], "slow": [slow.status, slow.limit],
-                 "refused": refused,
+                 "refused": refused, "piped": [piped.status, piped.stdout],
                  "above": [above.status, above.error.step], "runs": runs() - before})
             """,
             env={"NSBOX_SERVER": self.server},
@@ -294,7 +302,8 @@ class TestService(unittest.TestCase):
         # A timeout above the policy's: a run refused for its input is a
         # result, as from nsbox run, not an HTTP error.
         self.assertEqual(got["above"], ["sandbox_error", "policy"])
-        self.assertEqual(got["runs"], 3)
+        self.assertEqual(got["piped"], ["ok", "b'\\xffni\\x00'\n"])
+        self.assertEqual(got["runs"], 4)
 
     def test_async_sandbox(self) -> None:
         got = py(

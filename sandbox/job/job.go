@@ -6,12 +6,13 @@
 // Run's steps, in order: resolve the policy; check the caller's input
 // (labels, limits, files); make the plan (the policy narrowed by the
 // caller's flags, checked against the host: fail closed); take the
-// program, bounded by the plan; build the base root on first use; begin
-// the audit row, in the background while the supervisor prepares the
-// sandbox; place the caller's files in the fresh workspace; wait for the
-// row; run the program; list the workspace's files; finish the row. A
-// run refused before a sandbox existed still has a result (status
-// sandbox_error) and a finished row.
+// program, bounded by the plan, and its standard input, bounded by
+// MaxStdin; build the base root on first use; begin the audit row, in the
+// background while the supervisor prepares the sandbox; place the
+// caller's files in the fresh workspace; wait for the row; run the
+// program; list the workspace's files; finish the row. A run refused
+// before a sandbox existed still has a result (status sandbox_error) and
+// a finished row.
 //
 // The package also holds what every door shares with the run: label
 // rules (ParseLabels, CheckLabels), the audit row helpers (BeginRow,
@@ -57,6 +58,13 @@ type Request struct {
 	// program larger than the plan accepts is refused, not cut.
 	Code     []byte
 	ReadCode func(size int64, wait time.Duration) ([]byte, error)
+	// Stdin is the program's standard input, then end of input; nil for
+	// none (the program finds stdin at EOF). ReadStdin, when set, is
+	// called instead once the program is read, with MaxStdin and the
+	// plan's timeout (for input read from a stream); either way input
+	// larger than MaxStdin is refused before a sandbox starts, not cut.
+	Stdin     []byte
+	ReadStdin func(size int64, wait time.Duration) ([]byte, error)
 	// Labels are recorded with the run in the audit log (CheckLabels).
 	Labels map[string]string
 	// Workspace is a host directory for /workspace (the command line's
@@ -177,6 +185,10 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	}
 	tr.Mark("plan")
 	code, err := program(req, pl)
+	var stdin []byte
+	if err == nil {
+		stdin, err = input(req, pl)
+	}
 	if err == nil {
 		err = checkFiles(req.Files, pl)
 	}
@@ -214,9 +226,12 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	if req.Warm != nil {
 		sb, req.Warm.taken = req.Warm.sb, true // Finish, below, tears it down
 		prepErr = sb.SetOutput(req.Stdout, req.Stderr)
+		if prepErr == nil {
+			prepErr = sb.SetStdin(stdin)
+		}
 	} else {
 		o := supervisor.Options{ID: id, Plan: pl, Workspace: req.Workspace, StateDir: supervisor.StateDir(), Trace: tr,
-			Stdout: req.Stdout, Stderr: req.Stderr}
+			Stdout: req.Stdout, Stderr: req.Stderr, Stdin: stdin}
 		sb = supervisor.New(o)
 		prepErr = sb.Prepare()
 	}
@@ -305,6 +320,32 @@ func program(req *Request, pl *plan.Plan) ([]byte, error) {
 		return nil, errors.New("the program is empty")
 	}
 	return req.Code, nil
+}
+
+// MaxStdin is the most standard input a program is given (Request.Stdin),
+// as the largest program any policy accepts: the supervisor holds it in
+// memory until the program has read it.
+const MaxStdin = 64 << 20
+
+// input returns the program's standard input, bounded by MaxStdin.
+func input(req *Request, pl *plan.Plan) ([]byte, error) {
+	if req.ReadStdin != nil {
+		return req.ReadStdin(MaxStdin, pl.Timeout)
+	}
+	if len(req.Stdin) > MaxStdin {
+		return nil, StdinTooBig(int64(len(req.Stdin)))
+	}
+	return req.Stdin, nil
+}
+
+// StdinTooBig is the refusal of standard input over MaxStdin; size is
+// its length, or -1 when only "more than MaxStdin" is known (a stream
+// read up to the limit).
+func StdinTooBig(size int64) error {
+	if size < 0 {
+		return fmt.Errorf("the program's standard input is larger than %s, the most nsbox gives a program", policies.Size(MaxStdin))
+	}
+	return fmt.Errorf("the program's standard input is %d bytes, more than %s (%d bytes), the most nsbox gives a program", size, policies.Size(MaxStdin), MaxStdin)
 }
 
 // TooBig is the refusal of a program over limits.program_size (size).

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,19 @@ func TestProgramAndFilesBounded(t *testing.T) {
 		if (tc.bad == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.bad)) {
 			t.Errorf("files %v: %v, want %q", tc.files, err, tc.bad)
 		}
+	}
+	// Standard input: up to MaxStdin, whatever the plan; past it refused
+	// with its size and the limit, and a stream's reader gets the limit.
+	if b, err := input(&Request{Stdin: make([]byte, MaxStdin)}, pl); err != nil || len(b) != MaxStdin {
+		t.Errorf("input of MaxStdin bytes: %d, %v", len(b), err)
+	}
+	_, err := input(&Request{Stdin: make([]byte, MaxStdin+1)}, pl)
+	if want := fmt.Sprintf("is %d bytes, more than 64MiB", MaxStdin+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("input over MaxStdin: %v, want %q", err, want)
+	}
+	var asked int64
+	input(&Request{ReadStdin: func(size int64, _ time.Duration) ([]byte, error) { asked = size; return nil, nil }}, pl)
+	if asked != MaxStdin {
+		t.Errorf("ReadStdin asked for %d bytes at most, want %d", asked, MaxStdin)
 	}
 }

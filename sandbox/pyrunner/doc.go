@@ -1,8 +1,9 @@
 // Package pyrunner holds the Python runner nsbox starts inside the sandbox,
 // and the Go side of its protocol: the command line (Argv), the
 // config, the compiled form (Compile, CompiledPath), the parser for the
-// violations it reports (ParseReport), and for sessions the cell frames
-// (EncodeCell) and the event reader (NewSessionReader).
+// violations it reports (ParseReport), the program's frame (EncodeProgram),
+// and for sessions the cell frames (EncodeCell) and the event reader
+// (NewSessionReader).
 //
 // The runner is the fourth layer of a run and its telemetry: it checks the
 // program's imports and builtins against the policy before anything runs,
@@ -54,8 +55,18 @@
 // lives in one place: MaxViolationLines, ExitPolicyViolation and
 // ExitSyntaxError. ExitRunnerError is the one the runner must know before
 // it reads the config; a test keeps its copy equal. Every key is required.
-// The program arrives on stdin; the runner reads it all as bytes, and the
-// program then finds stdin at EOF. The report channel is an inherited pipe,
+// The program arrives on stdin in one frame, EncodeProgram's:
+// "PROGRAM <length>\n" and exactly length bytes of source. The runner
+// reads exactly the frame with posix.read on fd 0, never through
+// sys.stdin, so that whatever the caller writes after it is the program's
+// standard input, all of it, in sys.stdin (never read before the
+// program) and on fd 0 for its children; the caller then closes the pipe
+// and the program finds EOF. A caller with no input for the program
+// closes the pipe right after the frame. A program that does not read
+// its input leaves it unread: the caller's writes fail with EPIPE once
+// the run ends, which is not an error. A malformed frame, or end of input
+// before the frame is whole, is the caller's bug: ExitRunnerError. The
+// report channel is an inherited pipe,
 // Config.ReportFD (fd 3 when passed as the first of exec.Cmd.ExtraFiles);
 // the runner marks it close-on-exec at once and writes to it only with
 // posix.write bound at start. The supervisor must drain the pipe while the
@@ -122,7 +133,7 @@
 // In ModeSession the runner reads cells, not a program, from stdin: it
 // keeps a close-on-exec copy of fd 0 for itself (the open check refuses
 // it to the program, as the report pipe) and puts /dev/null on fd 0 (the
-// program's stdin is at EOF, as in a run); it preloads, arms the guard
+// program's stdin is at EOF: a cell has no input); it preloads, arms the guard
 // once (the program's __main__ then lives as long as the session:
 // variables, functions, imports, open files), writes {"kind":"ready"},
 // and reads frames, EncodeCell's: "CELL <n> <length>\n" and length bytes

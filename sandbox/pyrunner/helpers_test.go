@@ -127,6 +127,13 @@ func runProgram(t *testing.T, cfg Config, program, dir string) runResult {
 // runProgramEnv is runProgram with env added to the program's environment.
 func runProgramEnv(t *testing.T, cfg Config, program, dir string, env []string) runResult {
 	t.Helper()
+	return runProgramInput(t, cfg, program, dir, env, "")
+}
+
+// runProgramInput is runProgramEnv with stdin, after the program's frame,
+// as the program's standard input.
+func runProgramInput(t *testing.T, cfg Config, program, dir string, env []string, stdin string) runResult {
+	t.Helper()
 	requirePython(t)
 	if dir == "" {
 		dir = t.TempDir()
@@ -144,7 +151,7 @@ func runProgramEnv(t *testing.T, cfg Config, program, dir string, env []string) 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir, "PYTHONDONTWRITEBYTECODE=1"}, env...)
-	cmd.Stdin = strings.NewReader(program)
+	cmd.Stdin = io.MultiReader(bytes.NewReader(EncodeProgram([]byte(program))), strings.NewReader(stdin))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	pr, pw, err := os.Pipe()
@@ -246,13 +253,19 @@ func assertNoRunnerFrames(t *testing.T, stderr string) {
 // and /dev/null as fd 3; it returns stdout and stderr together.
 func execRunner(t *testing.T, config string) (string, error) {
 	t.Helper()
+	return execRunnerStdin(t, config, string(EncodeProgram(nil)))
+}
+
+// execRunnerStdin is execRunner with stdin as the runner's whole input.
+func execRunnerStdin(t *testing.T, config, stdin string) (string, error) {
+	t.Helper()
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
 	cmd := exec.Command(python, append(append([]string{}, flags...), runnerPyc(t), config)...)
-	cmd.Stdin = strings.NewReader("")
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.ExtraFiles = []*os.File{null}
 	out, err := cmd.CombinedOutput()
 	return string(out), err

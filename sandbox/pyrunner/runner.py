@@ -2201,7 +2201,7 @@ def _session(cfg, report, cellfd):
 def _take_stdin():
     """The cells' pipe, moved out of the program's reach: a close-on-exec
     copy of stdin for the runner, /dev/null as the program's fd 0 (stdin
-    at EOF, as in a run), and the guard's open check refusing the pipe by
+    at EOF: a cell has no input), and the guard's open check refusing the pipe by
     /proc path or fd (as for the report)."""
     try:
         fd = posix.dup(0)  # not inheritable: no child of the program gets it
@@ -2231,16 +2231,9 @@ def _read(fd, n):
 def _read_cell(fd):
     """The next frame, (n, source bytes), or None at the end of input
     between frames. A malformed frame is the caller's bug: EXIT_RUNNER."""
-    header = b""
-    while not header.endswith(b"\n"):
-        b = _read(fd, 1)  # a byte at a time: nothing of the next frame is read
-        if not b:
-            if header:
-                _fail("cell frame: end of input in the header %r" % header)
-            return None
-        header += b
-        if len(header) > HEADER_MAX:
-            _fail("cell frame: header too long: %r" % header)
+    header = _read_header(fd, _read, "cell frame")
+    if header is None:
+        return None
     parts = header[:-1].split(b" ")
     if (len(parts) != 3 or parts[0] != b"CELL" or not parts[1].isdigit()
             or not parts[2].isdigit()):
@@ -2248,14 +2241,61 @@ def _read_cell(fd):
     n, left = int(parts[1]), int(parts[2])
     if left > CELL_MAX:
         _fail("cell frame: cell %d has %d bytes, more than %d" % (n, left, CELL_MAX))
+    return n, _read_body(fd, _read, left, "cell frame: end of input in cell %d" % n)
+
+
+def _read_program():
+    """A run's program from fd 0, Go's EncodeProgram: "PROGRAM <length>\\n"
+    and exactly length bytes. posix.read, never sys.stdin: what follows the
+    frame is the program's standard input, and sys.stdin, never read by
+    the runner, holds none of it in a buffer. A malformed frame is the
+    caller's bug: EXIT_RUNNER."""
+    header = _read_header(0, _read_plain, "program frame")
+    if header is None:
+        _fail("program frame: no program (end of input)")
+    parts = header[:-1].split(b" ")
+    if len(parts) != 2 or parts[0] != b"PROGRAM" or not parts[1].isdigit():
+        _fail("program frame: bad header %r" % header)
+    left = int(parts[1])
+    if left > CELL_MAX:
+        _fail("program frame: %d bytes, more than %d" % (left, CELL_MAX))
+    return _read_body(0, _read_plain, left, "program frame: end of input in the program")
+
+
+def _read_plain(fd, n):
+    """posix.read before the program exists: no handler of its can raise."""
+    try:
+        return posix.read(fd, n)
+    except OSError as e:
+        _fail("read program: %s" % e)
+
+
+def _read_header(fd, read, what):
+    """A frame's header line, up to and with its newline, a byte at a time
+    (nothing after it is read), or None at end of input before it."""
+    header = b""
+    while not header.endswith(b"\n"):
+        b = read(fd, 1)
+        if not b:
+            if header:
+                _fail("%s: end of input in the header %r" % (what, header))
+            return None
+        header += b
+        if len(header) > HEADER_MAX:
+            _fail("%s: header too long: %r" % (what, header))
+    return header
+
+
+def _read_body(fd, read, left, short):
+    """Exactly left bytes of a frame; short is the failure at end of input."""
     chunks = []
     while left:
-        b = _read(fd, min(left, 1 << 20))
+        b = read(fd, min(left, 1 << 20))
         if not b:
-            _fail("cell frame: end of input in cell %d" % n)
+            _fail(short)
         chunks.append(b)
         left -= len(b)
-    return n, b"".join(chunks)
+    return b"".join(chunks)
 
 
 def _cell(cfg, report, main, n, src):
@@ -2381,7 +2421,7 @@ def _loud():
 the OS sandbox around this interpreter is the security boundary).
 
 Started as  python3.11 -S -s -P <runner .pyc> <config JSON>  with the
-user's program on stdin. The Go package pyrunner documents the protocol;
+user's program framed on stdin, then the program's own input. The Go package pyrunner documents the protocol;
 _main below is the order of a run, each step with its why. Stdlib only,
 Python 3.11, built-in and frozen modules only (bound.py).
 """
@@ -2413,8 +2453,9 @@ def _main():
     # its program has them done while it waits, and says so.
     _preload(cfg)
     report.send(_dumps({"kind": "ready"}))
-    # The whole program, as bytes; the program then finds stdin at EOF.
-    src = sys.stdin.buffer.read()
+    # The program's frame, as bytes, and nothing more: what follows it on
+    # fd 0 is the program's standard input (session.py, _read_program).
+    src = _read_program()
     # The static check writes every violation and exactly one status line
     # before any of the program runs (guard.py, invariant 4); it exits on
     # violations and syntax errors.

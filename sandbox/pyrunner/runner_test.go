@@ -1,7 +1,9 @@
 package pyrunner
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -381,6 +383,61 @@ print(__main__.__dict__ is globals(), "report_fd" in str(sys.argv), "" in sys.pa
 	r := runProgram(t, Config{Mode: ModeRun, Filename: "job.py"}, prog, "")
 	if r.exit != 0 || r.stdout != "['job.py'] __main__ ''\nEOF\nTrue False False\n" {
 		t.Errorf("%s", r)
+	}
+}
+
+// TestProgramInput checks the program's standard input: the bytes after
+// the program's frame, every one of them, through sys.stdin (never read
+// by the runner, so none sits in its buffer), input() and fd 0; and a
+// program that leaves its input unread ends as usual.
+func TestProgramInput(t *testing.T) {
+	data := make([]byte, 0, 300<<10)
+	for i := range 300 << 10 {
+		data = append(data, byte(i*7))
+	}
+	prog := `import hashlib, os, sys
+data = sys.stdin.buffer.read()
+print(len(data), hashlib.sha256(data).hexdigest(), repr(os.read(0, 1)))
+`
+	r := runProgramInput(t, Config{Mode: ModeRun}, prog, "", nil, string(data))
+	want := fmt.Sprintf("%d %x b''\n", len(data), sha256.Sum256(data))
+	if r.exit != 0 || r.stdout != want {
+		t.Errorf("want stdout %q\n%s", want, r)
+	}
+	prog = "a, b = input(), input()\nimport sys\nprint(a, b, repr(sys.stdin.read()))\n"
+	r = runProgramInput(t, Config{Mode: ModeRun}, prog, "", nil, "line one\nline two\nrest")
+	if want := "line one line two 'rest'\n"; r.exit != 0 || r.stdout != want {
+		t.Errorf("want stdout %q\n%s", want, r)
+	}
+	// Unread: the runner read only the frame; the feeding side gets EPIPE,
+	// not the program an error.
+	r = runProgramInput(t, Config{Mode: ModeRun}, "print('ignored')\n", "", nil, string(data))
+	if r.exit != 0 || r.stdout != "ignored\n" {
+		t.Errorf("%s", r)
+	}
+}
+
+// TestProgramFrameErrors checks that a malformed program frame is the
+// caller's bug: ExitRunnerError and a message naming the problem.
+func TestProgramFrameErrors(t *testing.T) {
+	requirePython(t)
+	cfg, err := encodeConfig(python, Config{Mode: ModeRun, ReportFD: 3, WritableDirs: sandboxWritable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ stdin, want string }{
+		{"", "program frame: no program (end of input)"},
+		{"print(1)\n", "program frame: bad header"},
+		{"PROGRAM 12", "program frame: end of input in the header"},
+		{"PROGRAM 12\nprint(1)", "program frame: end of input in the program"},
+		{"PROGRAM x\n", "program frame: bad header"},
+		{"PROGRAM 99999999999\n", "program frame: 99999999999 bytes, more than"},
+		{strings.Repeat("P", 100), "program frame: header too long"},
+	} {
+		out, err := execRunnerStdin(t, cfg, tc.stdin)
+		if code := exitCode(err); code != ExitRunnerError || !strings.Contains(out, "nsbox runner: "+tc.want) {
+			t.Errorf("stdin %.40q: exit %d, output %q; want %d and %q", tc.stdin, code, out, ExitRunnerError, tc.want)
+		}
 	}
 }
 

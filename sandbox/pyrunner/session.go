@@ -23,8 +23,9 @@ const (
 	CellSyntaxError     = "syntax_error"     // the cell does not compile: nothing of it ran
 )
 
-// MaxCellBytes bounds one cell's source in a frame (EncodeCell). The
-// runner refuses a larger frame as malformed.
+// MaxCellBytes bounds one cell's source in a frame (EncodeCell), and a
+// run's program in its frame (EncodeProgram). The runner refuses a larger
+// frame as malformed.
 const MaxCellBytes = 64 << 20
 
 // maxExceptionField bounds each field of a cell's exception in the report,
@@ -56,6 +57,17 @@ func (c Config) MaxLine() int {
 // frame, as on any malformed one).
 func EncodeCell(n int, src []byte) []byte {
 	h := "CELL " + strconv.Itoa(n) + " " + strconv.Itoa(len(src)) + "\n"
+	return append([]byte(h), src...)
+}
+
+// EncodeProgram returns the frame that hands a run's program, src, to a
+// runner in ModeRun or ModeCheck on its stdin: the ASCII header
+// "PROGRAM <length>\n", then exactly length bytes of source. The runner
+// reads exactly the frame; whatever the caller writes after it, up to its
+// end of input, is the program's standard input. src must be at most
+// MaxCellBytes.
+func EncodeProgram(src []byte) []byte {
+	h := "PROGRAM " + strconv.Itoa(len(src)) + "\n"
 	return append([]byte(h), src...)
 }
 

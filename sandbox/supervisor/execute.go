@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/sandbox/output"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
 	"github.com/nsbox/nsbox/sandbox/trace"
 )
@@ -100,7 +101,7 @@ func (sb *Sandbox) Execute(ctx context.Context, code []byte) {
 		setupErr = sb.releaseInit()
 	}
 	if setupErr == nil {
-		go feedCode(l.stdin, code)
+		go feedProgram(l.stdin, code, sb.o.Stdin)
 	} else {
 		stop.stop("", "", "")
 	}
@@ -223,11 +224,21 @@ func head(b []byte, n int) []byte {
 	return append([]byte(nil), b[:min(n, len(b))]...)
 }
 
-// feedCode writes the program to the interpreter's stdin and closes it.
-// EPIPE (the program ended without reading it all) is not an error here.
-func feedCode(w *os.File, code []byte) {
-	w.Write(code)
-	w.Close()
+// feedProgram writes the program's frame to the interpreter's stdin, then
+// the program's own input, and closes it (pyrunner's protocol). It is not
+// waited for: a program that leaves its input unread ends its run all the
+// same, and the write then fails with EPIPE (SIGPIPE is not raised for a
+// descriptor other than Go's stdout and stderr), which is not an error
+// here; nor is one that failed before the program began, which its run's
+// result reports.
+func feedProgram(w *os.File, code, stdin []byte) {
+	defer w.Close()
+	if _, err := w.Write(pyrunner.EncodeProgram(code)); err != nil {
+		return
+	}
+	if len(stdin) > 0 {
+		w.Write(stdin)
+	}
 }
 
 // waitReaders waits for both output streams to reach EOF. Every writer is

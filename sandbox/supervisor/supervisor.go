@@ -63,6 +63,12 @@ type Options struct {
 	// stream (what Stats keeps), not all of it a second time; unset, the
 	// result holds all of it, up to the cap.
 	Stdout, Stderr io.Writer
+	// Stdin is the program's standard input, then end of input; nil for
+	// none (stdin at EOF). A run's only: a session's cells have none.
+	// The supervisor writes it after the program's frame and does not
+	// wait for it to be read: a program that leaves it unread is not
+	// blocked, and its run not failed (pyrunner's protocol).
+	Stdin []byte
 }
 
 // Stats are facts of a run that the audit log records beyond the result.

@@ -18,7 +18,7 @@ import (
 //	sb := supervisor.New(o)  // o.Plan.Runner.Mode = pyrunner.ModeRun
 //	err := sb.Prepare()
 //	err = sb.Warm()          // the init released, the runner's preload
-//	                         // imported: it waits for the program on stdin
+//	                         // imported: it waits for the program's frame on stdin
 //	sb.Alive()               // while it waits: still there?
 //	sb.Execute(ctx, code)    // the run starts here: its clock, its duration
 //	out := sb.Finish()       // or Finish alone: never used, torn down
@@ -120,7 +120,17 @@ func (sb *Sandbox) Alive() bool {
 	}
 }
 
-// ErrNotWarm is SetOutput's refusal outside a warm sandbox.
+// SetStdin sets a warm sandbox's program input (Options.Stdin): the
+// run that takes the sandbox brings it.
+func (sb *Sandbox) SetStdin(stdin []byte) error {
+	if sb.state != warmed {
+		return ErrNotWarm
+	}
+	sb.o.Stdin = stdin
+	return nil
+}
+
+// ErrNotWarm is SetOutput's and SetStdin's refusal outside a warm sandbox.
 var ErrNotWarm = errors.New("the sandbox is not warm")
 
 // SetOutput sets where a warm sandbox's program output goes live

@@ -2,7 +2,7 @@
 the OS sandbox around this interpreter is the security boundary).
 
 Started as  python3.11 -S -s -P <runner .pyc> <config JSON>  with the
-user's program on stdin. The Go package pyrunner documents the protocol;
+user's program framed on stdin, then the program's own input. The Go package pyrunner documents the protocol;
 _main below is the order of a run, each step with its why. Stdlib only,
 Python 3.11, built-in and frozen modules only (bound.py).
 """
@@ -19,7 +19,7 @@ from .guard import _State
 from .jsonw import _dumps
 from .mplcache import _seed_matplotlib
 from .report import _Report
-from .session import _session, _take_stdin
+from .session import _read_program, _session, _take_stdin
 from .static import _static
 from .tracebacks import _print_exception
 from .venvsite import _site
@@ -51,8 +51,9 @@ def _main():
     # its program has them done while it waits, and says so.
     _preload(cfg)
     report.send(_dumps({"kind": "ready"}))
-    # The whole program, as bytes; the program then finds stdin at EOF.
-    src = sys.stdin.buffer.read()
+    # The program's frame, as bytes, and nothing more: what follows it on
+    # fd 0 is the program's standard input (session.py, _read_program).
+    src = _read_program()
     # The static check writes every violation and exactly one status line
     # before any of the program runs (guard.py, invariant 4); it exits on
     # violations and syntax errors.

@@ -224,7 +224,9 @@ def run_runner(program, proxy, env=None):
                             stderr=subprocess.PIPE, pass_fds=(w,), env=pid_env)
     os.close(w)
     with os.fdopen(r, "rb") as report:
-        out, err = proc.communicate(textwrap.dedent(program).encode(), timeout=60)
+        src = textwrap.dedent(program).encode()
+        # The program's frame (Go's pyrunner.EncodeProgram), no input.
+        out, err = proc.communicate(b"PROGRAM %d\n" % len(src) + src, timeout=60)
         lines = [json.loads(l) for l in report.read().splitlines()]
     violations = [l for l in lines if "kind" in l and l["kind"] not in ("ready", "outputs")]
     return proc.returncode, out.decode(), err.decode(), violations
