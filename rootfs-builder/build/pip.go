@@ -171,14 +171,18 @@ func (b *builder) pruneVenvBin() error {
 // checkInstalled compares the distributions in site-packages (their
 // *.dist-info/METADATA) with the lock: the same names, the same versions,
 // nothing more.
-func (b *builder) checkInstalled() error {
+func (b *builder) checkInstalled() error { return b.checkDists(b.reqs) }
+
+// checkDists compares the distributions in site-packages with reqs: the
+// same names, the same versions, nothing more.
+func (b *builder) checkDists(reqs []Requirement) error {
 	sp := b.inRoot(b.sitePackages())
 	entries, err := os.ReadDir(sp)
 	if err != nil {
 		return fmt.Errorf("check installed packages: %w", err)
 	}
 	want := map[string]Requirement{}
-	for _, r := range b.reqs {
+	for _, r := range reqs {
 		want[normalize(r.Name)] = r
 	}
 	for _, e := range entries {
@@ -202,7 +206,7 @@ func (b *builder) checkInstalled() error {
 		}
 		delete(want, normalize(name))
 	}
-	for _, r := range b.reqs {
+	for _, r := range reqs {
 		if _, missing := want[normalize(r.Name)]; !missing {
 			continue
 		}
