@@ -57,6 +57,12 @@ func rootfsBuildCommand() *cli.Command {
 			"python3 on PATH, reusing pip's cache. Without --lock the root holds the standard library only and the\n" +
 			"build needs no network. Must run as root.\n" +
 			"\n" +
+			"--from PARENT (a built-in root's name or a root's path) builds a layered root: every file of PARENT's\n" +
+			"current generation hard-linked (--out must be on its file system), plus --lock's packages, installed\n" +
+			"apart and moved in; a package PARENT has at another version, or a path it has already, is refused, one\n" +
+			"at the same version skipped. The interpreter is PARENT's (--python may be left out). The manifest covers\n" +
+			"the whole root and records PARENT; `nsbox rootfs remove PARENT` is refused while the root exists.\n" +
+			"\n" +
 			"On a terminal, one line per step with its time, files and bytes. With --json, or when standard output\n" +
 			"is not a terminal, one JSON object per line: {\"step\":NAME}, {\"files\":N,\"bytes\":B}, and at the end\n" +
 			"{\"done\":true,\"python\":PATH,\"python_version\":V,\"files\":N,\"bytes\":B,\"packages\":[...],\"generation\":DIR,\n" +
