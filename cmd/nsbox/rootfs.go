@@ -62,6 +62,7 @@ func rootfsBuildCommand() *cli.Command {
 			"apart and moved in; a package PARENT has at another version, or a path it has already, is refused, one\n" +
 			"at the same version skipped. The interpreter is PARENT's (--python may be left out). The manifest covers\n" +
 			"the whole root and records PARENT; `nsbox rootfs remove PARENT` is refused while the root exists.\n" +
+			"--root-file FILE declares the same in TOML: from = \"datasci\" and lock = \"extra.lock\" (relative to FILE).\n" +
 			"\n" +
 			"On a terminal, one line per step with its time, files and bytes. With --json, or when standard output\n" +
 			"is not a terminal, one JSON object per line: {\"step\":NAME}, {\"files\":N,\"bytes\":B}, and at the end\n" +
@@ -73,6 +74,7 @@ func rootfsBuildCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "root to create or replace (a symlink to its current generation)"},
 			&cli.StringFlag{Name: "lock", Usage: "hash-pinned requirements lock (default: standard library only)"},
 			&cli.StringFlag{Name: "from", Usage: "parent root, a built-in name or a path: build a layered root, the parent plus --lock's packages"},
+			&cli.StringFlag{Name: "root-file", Usage: "TOML file declaring a layered root: from = PARENT, lock = LOCK (paths relative to the file)"},
 			&cli.BoolFlag{Name: "json", Usage: "print progress and the result as JSON lines"},
 			&cli.StringFlag{Name: "pip-cache", Usage: "pip's cache directory (default: pip's own)"},
 			&cli.StringFlag{Name: "pip", Usage: "interpreter whose pip installs the packages (default: --python, then python3 on PATH)"},
@@ -91,7 +93,7 @@ func rootfsBuildAction(c *cli.Context) error {
 	switch {
 	case c.NArg() > 0:
 		return fail(fmt.Errorf("build takes no arguments, got %q", c.Args().Slice()))
-	case c.String("python") == "" && c.String("from") == "":
+	case c.String("python") == "" && c.String("from") == "" && c.String("root-file") == "":
 		return fail(fmt.Errorf("--python is required (or --from a parent root)"))
 	case c.String("out") == "":
 		return fail(fmt.Errorf("--out is required"))
@@ -105,17 +107,27 @@ func rootfsBuildAction(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	var from, fromName string
+	lock := c.String("lock")
 	if f := c.String("from"); f != "" {
 		from = roots.Path(f)
 		if roots.IsBuiltin(f) {
 			fromName = f
 		}
 	}
+	if rf := c.String("root-file"); rf != "" {
+		if c.IsSet("from") || c.IsSet("lock") {
+			return fail(errRootFileAndFlags)
+		}
+		var err error
+		if from, fromName, lock, err = readRootFile(rf); err != nil {
+			return fail(err)
+		}
+	}
 	_, err := build.Build(ctx, build.Options{
 		From:        from,
 		FromName:    fromName,
 		Python:      c.String("python"),
-		Lock:        c.String("lock"),
+		Lock:        lock,
 		Out:         c.String("out"),
 		Version:     version,
 		Progress:    rep,
