@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,10 +215,18 @@ func (b *builder) linkParent() error {
 		return fmt.Errorf("parent root %s (%s) does not match its manifest: %s: %s; run `nsbox rootfs verify %s` or rebuild it",
 			b.parent.label(), src, p, what, b.parent.path)
 	}
+	dirs := map[string]bool{"/": true}
 	for _, f := range b.parent.m.Files {
+		// Every entry lies in a directory the manifest listed before it
+		// (it is sorted): never below a symlink, so no link or mkdir is
+		// made outside the build directory.
+		if !dirs[path.Dir(f.Path)] {
+			return mismatch(f.Path, "its directory is not a directory of the manifest")
+		}
 		dst := b.inRoot(f.Path)
 		switch f.Type {
 		case rootfs.TypeDir:
+			dirs[f.Path] = true
 			if err := os.Mkdir(dst, 0o755); err != nil {
 				return fmt.Errorf("link parent: %w", err)
 			}

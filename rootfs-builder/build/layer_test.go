@@ -250,15 +250,37 @@ func TestLayeredRefusals(t *testing.T) {
 	// The parent's package at the same version is skipped; one met by the
 	// parent satisfies pip check.
 	user := wheel{name: "user", version: "1.0", files: map[string]string{"user.py": "import nsbox_layer_probe\n"}, requires: []string{"nsbox-layer-probe==1.0"}}
-	m, err := buildChild(t, mid, child, probeLock, user.write(t, wheels))
+	steps := &stepRecorder{}
+	m, err := Build(context.Background(), Options{From: mid, Lock: writeLock(t, probeLock+user.write(t, wheels)), Out: child, Progress: steps})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(steps.steps, "skip nsbox-layer-probe==1.0: the parent "+mid+" has it") {
+		t.Errorf("no skip step: %q", steps.steps)
 	}
 	if !slices.Equal(m.Lock.Packages, []string{"nsbox-layer-probe==1.0", "user==1.0"}) || m.Parent.Path != mid {
 		t.Errorf("child manifest %+v %+v", m.Lock, m.Parent)
 	}
 	if rep, err := rootfs.Verify(child); err != nil || !rep.OK() {
 		t.Errorf("verify child: %+v, %v", rep, err)
+	}
+
+	// A parent file changed after the parent's build (same size and mode,
+	// so the link step's lstat passes) fails the new child's verify: its
+	// manifest has the parent's digest.
+	data := "/venv/lib/python3.11/site-packages/nsbox_layer_probe/data.txt"
+	if err := os.WriteFile(filepath.Join(mid, data), []byte("PROBE data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tampered := filepath.Join(dir, "tampered")
+	if _, err := buildChild(t, mid, tampered, user.write(t, wheels)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rootfs.Verify(tampered); err != nil || !slices.Equal(rep.Modified, []string{data}) {
+		t.Errorf("verify a child of a changed parent: %+v, %v", rep, err)
+	}
+	if err := Remove(context.Background(), tampered, nil); err != nil {
+		t.Fatal(err)
 	}
 
 	// Removing: refused while a child names the root as its parent, or
@@ -309,3 +331,10 @@ func TestLayeredOtherFileSystem(t *testing.T) {
 		t.Errorf("build on another file system: %v", err)
 	}
 }
+
+// stepRecorder is a Reporter that records the steps.
+type stepRecorder struct{ steps []string }
+
+func (r *stepRecorder) Step(name string) { r.steps = append(r.steps, name) }
+func (*stepRecorder) Files(int, int64)   {}
+func (*stepRecorder) Done(Result)        {}
