@@ -208,6 +208,7 @@ type builder struct {
 	py       pyInfo                // what the interpreter says about itself
 	trees    []string              // real host paths of the stdlib directories copied
 	modules  []string              // host paths of the stdlib's ELF extension modules
+	pip      string                // the interpreter that runs pip, once findPip found it
 	parent   *parentRoot           // a layered root's parent, else nil
 	linked   map[string]linkedFile // a layered root's files hard-linked from the parent, by path inside
 }

@@ -201,6 +201,18 @@ func (b *builder) pipCheck(extra []Requirement) error {
 	if len(extra) == 0 {
 		return nil
 	}
+	// No Requires-Dist in the new packages: no requirement to check.
+	var requires bool
+	for _, r := range extra {
+		has, err := b.hasRequirements(r)
+		if err != nil {
+			return err
+		}
+		requires = requires || has
+	}
+	if !requires {
+		return nil
+	}
 	pip, err := b.findPip()
 	if err != nil {
 		return err
@@ -230,4 +242,28 @@ func (b *builder) pipCheck(extra []Requirement) error {
 	}
 	return fmt.Errorf("%s: the packages of the lock need what neither the parent %s nor the lock provides (add it to the lock):\n%s",
 		b.o.Lock, b.parent.label(), strings.Join(problems, "\n"))
+}
+
+// hasRequirements reports whether the installed distribution of r
+// declares any requirement (a Requires-Dist header in its METADATA).
+func (b *builder) hasRequirements(r Requirement) (bool, error) {
+	sp := b.inRoot(b.sitePackages())
+	dists, err := filepath.Glob(filepath.Join(sp, "*.dist-info"))
+	if err != nil {
+		return false, fmt.Errorf("check requirements: %w", err)
+	}
+	for _, d := range dists {
+		meta := filepath.Join(d, "METADATA")
+		name, _, err := readMetadata(meta)
+		if err != nil || normalize(name) != normalize(r.Name) {
+			continue
+		}
+		data, err := os.ReadFile(meta)
+		if err != nil {
+			return false, fmt.Errorf("check requirements: %w", err)
+		}
+		head, _, _ := bytes.Cut(data, []byte("\n\n"))
+		return bytes.Contains(bytes.ToLower(head), []byte("\nrequires-dist:")), nil
+	}
+	return false, fmt.Errorf("check requirements: %s: no dist-info in %s", r, b.sitePackages())
 }

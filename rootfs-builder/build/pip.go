@@ -74,6 +74,9 @@ func (b *builder) installPackages() error {
 // findPip returns the interpreter that runs pip: Options.Pip, or the first
 // of Options.Python and python3 on PATH that has pip.
 func (b *builder) findPip() (string, error) {
+	if b.pip != "" {
+		return b.pip, nil
+	}
 	cands := []string{b.o.Pip}
 	if b.o.Pip == "" {
 		cands = []string{b.o.Python}
@@ -85,6 +88,7 @@ func (b *builder) findPip() (string, error) {
 		cmd := b.command(c, "-m", "pip", "--version")
 		cmd.Env = pipEnv(os.Environ())
 		if cmd.Run() == nil {
+			b.pip = c
 			return c, nil
 		}
 	}
