@@ -22,6 +22,7 @@ var foreignFlags = map[string]string{
 	// pip and pip-compile (docs/roots.md, the lock format)
 	"require-hashes": "pip", "only-binary": "pip", "no-deps": "pip", "no-compile": "pip",
 	"no-input": "pip", "hash": "pip", "index-url": "pip", "global-option": "pip", "editable": "pip",
+	"root": "pip", "ignore-installed": "pip",
 	"dry-run": "pip", "report": "pip", "generate-hashes": "pip-compile",
 	// compileall, ld.so
 	"invalidation-mode": "compileall", "list": "ld.so",

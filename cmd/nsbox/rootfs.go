@@ -15,6 +15,7 @@ import (
 	"github.com/nsbox/nsbox/rootfs-builder/build"
 	"github.com/nsbox/nsbox/rootfs-builder/rootfs"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
+	"github.com/nsbox/nsbox/sandbox/roots"
 )
 
 // exitRootfsFailed is the exit status of a failed build, and of a verify
@@ -26,7 +27,7 @@ func rootfsCommand() *cli.Command {
 		Name:            "rootfs",
 		Usage:           "build and verify the read-only root filesystems that runs use",
 		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsLockCommand(), rootfsVerifyCommand(), rootfsSweepCommand(), rootfsRunnerPathCommand()},
+		Subcommands:     []*cli.Command{rootfsBuildCommand(), rootfsLockCommand(), rootfsVerifyCommand(), rootfsSweepCommand(), rootfsRemoveCommand(), rootfsRunnerPathCommand()},
 	}
 }
 
@@ -56,6 +57,13 @@ func rootfsBuildCommand() *cli.Command {
 			"python3 on PATH, reusing pip's cache. Without --lock the root holds the standard library only and the\n" +
 			"build needs no network. Must run as root.\n" +
 			"\n" +
+			"--from PARENT (a built-in root's name or a root's path) builds a layered root: every file of PARENT's\n" +
+			"current generation hard-linked (--out must be on its file system), plus --lock's packages, installed\n" +
+			"apart and moved in; a package PARENT has at another version, or a path it has already, is refused, one\n" +
+			"at the same version skipped. The interpreter is PARENT's (--python may be left out). The manifest covers\n" +
+			"the whole root and records PARENT; `nsbox rootfs remove PARENT` is refused while the root exists.\n" +
+			"--root-file FILE declares the same in TOML: from = \"datasci\" and lock = \"extra.lock\" (relative to FILE).\n" +
+			"\n" +
 			"On a terminal, one line per step with its time, files and bytes. With --json, or when standard output\n" +
 			"is not a terminal, one JSON object per line: {\"step\":NAME}, {\"files\":N,\"bytes\":B}, and at the end\n" +
 			"{\"done\":true,\"python\":PATH,\"python_version\":V,\"files\":N,\"bytes\":B,\"packages\":[...],\"generation\":DIR,\n" +
@@ -65,6 +73,8 @@ func rootfsBuildCommand() *cli.Command {
 			&cli.StringFlag{Name: "python", Usage: "host interpreter, absolute path (e.g. /usr/bin/python3.11)"},
 			&cli.StringFlag{Name: "out", Usage: "root to create or replace (a symlink to its current generation)"},
 			&cli.StringFlag{Name: "lock", Usage: "hash-pinned requirements lock (default: standard library only)"},
+			&cli.StringFlag{Name: "from", Usage: "parent root, a built-in name or a path: build a layered root, the parent plus --lock's packages"},
+			&cli.StringFlag{Name: "root-file", Usage: "TOML file declaring a layered root: from = PARENT, lock = LOCK (paths relative to the file)"},
 			&cli.BoolFlag{Name: "json", Usage: "print progress and the result as JSON lines"},
 			&cli.StringFlag{Name: "pip-cache", Usage: "pip's cache directory (default: pip's own)"},
 			&cli.StringFlag{Name: "pip", Usage: "interpreter whose pip installs the packages (default: --python, then python3 on PATH)"},
@@ -83,8 +93,8 @@ func rootfsBuildAction(c *cli.Context) error {
 	switch {
 	case c.NArg() > 0:
 		return fail(fmt.Errorf("build takes no arguments, got %q", c.Args().Slice()))
-	case c.String("python") == "":
-		return fail(fmt.Errorf("--python is required"))
+	case c.String("python") == "" && c.String("from") == "" && c.String("root-file") == "":
+		return fail(fmt.Errorf("--python is required (or --from a parent root)"))
 	case c.String("out") == "":
 		return fail(fmt.Errorf("--out is required"))
 	}
@@ -96,9 +106,28 @@ func rootfsBuildAction(c *cli.Context) error {
 	// temporary directory instead of leaving it behind.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	var from, fromName string
+	lock := c.String("lock")
+	if f := c.String("from"); f != "" {
+		from = roots.Path(f)
+		if roots.IsBuiltin(f) {
+			fromName = f
+		}
+	}
+	if rf := c.String("root-file"); rf != "" {
+		if c.IsSet("from") || c.IsSet("lock") {
+			return fail(errRootFileAndFlags)
+		}
+		var err error
+		if from, fromName, lock, err = readRootFile(rf); err != nil {
+			return fail(err)
+		}
+	}
 	_, err := build.Build(ctx, build.Options{
+		From:        from,
+		FromName:    fromName,
 		Python:      c.String("python"),
-		Lock:        c.String("lock"),
+		Lock:        lock,
 		Out:         c.String("out"),
 		Version:     version,
 		Progress:    rep,
@@ -255,5 +284,34 @@ func rootfsSweepAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("nsbox: rootfs sweep: "+err.Error(), exitRootfsFailed)
 	}
+	return nil
+}
+
+func rootfsRemoveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "remove",
+		Usage:     "remove a root and all its generations",
+		ArgsUsage: "ROOT",
+		Description: "Removes the root ROOT (a built-in name, resolved in the roots directory, or a path): its symlink,\n" +
+			"every generation with its lock, and the build lock. Holds the build lock meanwhile. Refuses, removing\n" +
+			"nothing, while a run holds any generation of ROOT, and while a layered root in the roots directory or\n" +
+			"in ROOT's own directory names ROOT as its parent (remove that one first). Must run as root.\n" +
+			"\n" +
+			"Exit status: 0 removed, 1 refused or failed.",
+		Action: rootfsRemoveAction,
+	}
+}
+
+func rootfsRemoveAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit(fmt.Sprintf("nsbox: rootfs remove takes one root, got %q", c.Args().Slice()), exitRootfsFailed)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	dir := roots.Path(c.Args().First())
+	if err := build.Remove(ctx, dir, []string{roots.Dir()}); err != nil {
+		return cli.Exit("nsbox: rootfs remove: "+err.Error(), exitRootfsFailed)
+	}
+	fmt.Fprintf(c.App.Writer, "removed %s\n", dir)
 	return nil
 }

@@ -153,6 +153,9 @@ func TestRootfsErrors(t *testing.T) {
 		{[]string{"verify", "--json", filepath.Join(out, "nope")}, 1, `"error": "rootfs: resolve root: lstat ` + filepath.Join(out, "nope"), ""},
 		{[]string{"verify", filepath.Join(out, "nope")}, 1, "cannot verify", ""},
 		{[]string{"verify"}, 125, "", ""},
+		{[]string{"build", "--json", "--from", filepath.Join(out, "parent"), "--out", out}, 1, "--from needs --lock", ""},
+		{[]string{"remove", filepath.Join(out, "nope")}, 1, "", ""},
+		{[]string{"remove"}, 1, "", ""},
 	} {
 		stdout, stderr, code := runRootfs(t, tc.args...)
 		if code != tc.code || !strings.Contains(stdout, tc.wantOut) || !strings.Contains(stderr, tc.wantErr) {

@@ -65,6 +65,13 @@ type Options struct {
 	// OUT/venv/bin/python install ...`, pip 22.3 or newer). "" tries
 	// Python, then python3 on PATH. Only used with a lock.
 	Pip string
+	// From makes a layered root (layer.go): the path of the parent root,
+	// whose current generation's files the new root hard-links, adding
+	// only Lock's packages. Python then defaults to the parent's.
+	From string
+	// FromName is the parent's built-in name, recorded in the manifest
+	// ("" when From was given as a path).
+	FromName string
 }
 
 // Build builds the root described by o into o.Out and returns its
@@ -87,10 +94,23 @@ func Build(ctx context.Context, o Options) (*rootfs.Manifest, error) {
 			return nil, fmt.Errorf("read lock: %w", err)
 		}
 	}
+	var parent *parentRoot
+	if o.From != "" {
+		var err error
+		if parent, err = openParent(&o); err != nil {
+			return nil, err
+		}
+		defer parent.held.Close() // its generation stays until the child is in place
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	b := &builder{ctx: ctx, o: o, rep: o.Progress, reqs: reqs, lockData: lockData}
+	b := &builder{ctx: ctx, o: o, rep: o.Progress, reqs: reqs, lockData: lockData, parent: parent}
+	if parent != nil {
+		if err := parent.checkOut(o.Out); err != nil {
+			return nil, err
+		}
+	}
 
 	// One builder per OUT at a time; a concurrent build waits here.
 	unlock, err := lockOut(ctx, o.Out)
@@ -182,21 +202,30 @@ type builder struct {
 	ctx      context.Context
 	o        Options
 	rep      Reporter
-	reqs     []Requirement // nil without a lock
-	lockData []byte        // the lock as given
-	root     string        // the root being built: OUT.tmp-XXXX
-	py       pyInfo        // what the interpreter says about itself
-	trees    []string      // real host paths of the stdlib directories copied
-	modules  []string      // host paths of the stdlib's ELF extension modules
+	reqs     []Requirement         // nil without a lock
+	lockData []byte                // the lock as given
+	root     string                // the root being built: OUT.tmp-XXXX
+	py       pyInfo                // what the interpreter says about itself
+	trees    []string              // real host paths of the stdlib directories copied
+	modules  []string              // host paths of the stdlib's ELF extension modules
+	pip      string                // the interpreter that runs pip, once findPip found it
+	parent   *parentRoot           // a layered root's parent, else nil
+	linked   map[string]linkedFile // a layered root's files hard-linked from the parent, by path inside
+}
+
+// step is one step of a build.
+type step struct {
+	name string
+	run  func() error
+	skip bool
 }
 
 // assemble fills b.root, in order, and returns the manifest it wrote.
 func (b *builder) assemble() (*rootfs.Manifest, error) {
-	steps := []struct {
-		name string
-		run  func() error
-		skip bool
-	}{
+	if b.parent != nil {
+		return b.runSteps(b.layerSteps())
+	}
+	return b.runSteps([]step{
 		// Ask the interpreter for its version and stdlib directories
 		// rather than guess them from its path.
 		{"inspect interpreter", b.inspect, false},
@@ -218,7 +247,11 @@ func (b *builder) assemble() (*rootfs.Manifest, error) {
 		{"write /etc and mount points", b.writeEtc, false},
 		// Last change to the tree: the manifest records final modes.
 		{"normalize owners and modes", b.normalize, false},
-	}
+	})
+}
+
+// runSteps runs steps in order, then writes the manifest and returns it.
+func (b *builder) runSteps(steps []step) (*rootfs.Manifest, error) {
 	for _, s := range steps {
 		if s.skip {
 			continue

@@ -36,43 +36,49 @@ func (b *builder) normalize() error {
 		if err != nil {
 			return fmt.Errorf("normalize: %w", err)
 		}
-		inside := "/" + strings.TrimPrefix(strings.TrimPrefix(p, b.root), "/")
-		fi, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("normalize: %w", err)
-		}
-		switch {
-		case fi.IsDir():
-			err = os.Chmod(p, 0o755)
-		case fi.Mode().IsRegular():
-			mode := fs.FileMode(0o644)
-			elf, err := isELF(p)
-			if err != nil {
-				return fmt.Errorf("normalize: %w", err)
-			}
-			if elf && fi.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
-			err = os.Chmod(p, mode)
-		case fi.Mode()&fs.ModeSymlink != 0:
-		default:
-			return fmt.Errorf("normalize: %s: not a file, directory or symlink (%v)", inside, fi.Mode().Type())
-		}
-		if err != nil {
-			return fmt.Errorf("normalize: %w", err)
-		}
-		if slices.Contains(binDirs, path.Dir(inside)) {
-			if err := b.checkBinEntry(inside, interp); err != nil {
-				return err
-			}
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || st.Gid != 0) {
-			if err := os.Lchown(p, 0, 0); err != nil {
-				return fmt.Errorf("normalize: make the root's files owned by root: %w", err)
-			}
-		}
-		return nil
+		return b.normalizeOne(p, d, interp)
 	})
+}
+
+// normalizeOne gives the path p of the root, of entry d, its final owner
+// and mode (see normalize).
+func (b *builder) normalizeOne(p string, d fs.DirEntry, interp string) error {
+	inside := "/" + strings.TrimPrefix(strings.TrimPrefix(p, b.root), "/")
+	fi, err := d.Info()
+	if err != nil {
+		return fmt.Errorf("normalize: %w", err)
+	}
+	switch {
+	case fi.IsDir():
+		err = os.Chmod(p, 0o755)
+	case fi.Mode().IsRegular():
+		mode := fs.FileMode(0o644)
+		elf, eerr := isELF(p)
+		if eerr != nil {
+			return fmt.Errorf("normalize: %w", eerr)
+		}
+		if elf && fi.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		err = os.Chmod(p, mode)
+	case fi.Mode()&fs.ModeSymlink != 0:
+	default:
+		return fmt.Errorf("normalize: %s: not a file, directory or symlink (%v)", inside, fi.Mode().Type())
+	}
+	if err != nil {
+		return fmt.Errorf("normalize: %w", err)
+	}
+	if slices.Contains(binDirs, path.Dir(inside)) {
+		if err := b.checkBinEntry(inside, interp); err != nil {
+			return err
+		}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || st.Gid != 0) {
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return fmt.Errorf("normalize: make the root's files owned by root: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkBinEntry refuses an entry of a bin directory that is not the
@@ -88,7 +94,9 @@ func (b *builder) checkBinEntry(p, interp string) error {
 
 // writeManifest hashes the root, writes .nsbox/ and returns the manifest.
 func (b *builder) writeManifest() (*rootfs.Manifest, error) {
-	files, err := rootfs.Scan(b.root)
+	// A layered root's hard-linked files are its parent's: their digests
+	// are the parent manifest's (layer.go), the new files are hashed.
+	files, err := rootfs.ScanKnown(b.root, b.knownDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +113,10 @@ func (b *builder) writeManifest() (*rootfs.Manifest, error) {
 		for _, r := range b.reqs {
 			m.Lock.Packages = append(m.Lock.Packages, r.String())
 		}
+	}
+	if b.parent != nil {
+		m.Parent = b.parent.record()
+		m.Lock.Packages = b.parent.packages(b.reqs)
 	}
 	critical, err := b.criticalPaths()
 	if err != nil {

@@ -168,20 +168,27 @@ func findELFs(dir string) ([]string, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		if ok, err := isELF(p); !ok || err != nil {
-			return err
-		}
-		f, err := elf.Open(p)
-		if err != nil {
-			return fmt.Errorf("find ELF files: %w", err)
-		}
-		defer f.Close()
-		if f.Type == elf.ET_DYN || f.Type == elf.ET_EXEC {
+		ok, err := isLoadableELF(p)
+		if ok {
 			out = append(out, p)
 		}
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// isLoadableELF reports whether the file p is a shared object or an
+// executable.
+func isLoadableELF(p string) (bool, error) {
+	if ok, err := isELF(p); !ok || err != nil {
+		return false, err
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return false, fmt.Errorf("find ELF files: %w", err)
+	}
+	defer f.Close()
+	return f.Type == elf.ET_DYN || f.Type == elf.ET_EXEC, nil
 }
 
 // interpreterLibs returns the dynamic loader the interpreter names

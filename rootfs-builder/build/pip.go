@@ -74,6 +74,9 @@ func (b *builder) installPackages() error {
 // findPip returns the interpreter that runs pip: Options.Pip, or the first
 // of Options.Python and python3 on PATH that has pip.
 func (b *builder) findPip() (string, error) {
+	if b.pip != "" {
+		return b.pip, nil
+	}
 	cands := []string{b.o.Pip}
 	if b.o.Pip == "" {
 		cands = []string{b.o.Python}
@@ -85,6 +88,7 @@ func (b *builder) findPip() (string, error) {
 		cmd := b.command(c, "-m", "pip", "--version")
 		cmd.Env = pipEnv(os.Environ())
 		if cmd.Run() == nil {
+			b.pip = c
 			return c, nil
 		}
 	}
@@ -171,14 +175,18 @@ func (b *builder) pruneVenvBin() error {
 // checkInstalled compares the distributions in site-packages (their
 // *.dist-info/METADATA) with the lock: the same names, the same versions,
 // nothing more.
-func (b *builder) checkInstalled() error {
+func (b *builder) checkInstalled() error { return b.checkDists(b.reqs) }
+
+// checkDists compares the distributions in site-packages with reqs: the
+// same names, the same versions, nothing more.
+func (b *builder) checkDists(reqs []Requirement) error {
 	sp := b.inRoot(b.sitePackages())
 	entries, err := os.ReadDir(sp)
 	if err != nil {
 		return fmt.Errorf("check installed packages: %w", err)
 	}
 	want := map[string]Requirement{}
-	for _, r := range b.reqs {
+	for _, r := range reqs {
 		want[normalize(r.Name)] = r
 	}
 	for _, e := range entries {
@@ -202,7 +210,7 @@ func (b *builder) checkInstalled() error {
 		}
 		delete(want, normalize(name))
 	}
-	for _, r := range b.reqs {
+	for _, r := range reqs {
 		if _, missing := want[normalize(r.Name)]; !missing {
 			continue
 		}

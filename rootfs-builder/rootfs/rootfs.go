@@ -97,13 +97,28 @@ type Lock struct {
 	Packages []string `json:"packages"` // "numpy==2.1.3", sorted by name
 }
 
+// Parent is the root a layered root was built from (`nsbox rootfs build
+// --from`): the layered root's files are hard links to that generation's,
+// except for what its own lock added.
+type Parent struct {
+	Name           string `json:"name,omitempty"`  // the built-in root's name, when it was given by name
+	Path           string `json:"path"`            // the parent root's absolute path (its symlink)
+	Generation     string `json:"generation"`      // base name of the generation linked from
+	ManifestSHA256 string `json:"manifest_sha256"` // hex digest of that generation's manifest.json
+}
+
 // Manifest is DIR/.nsbox/manifest.json.
 type Manifest struct {
 	Format       int       `json:"format"` // FormatVersion
 	NsboxVersion string    `json:"nsbox_version"`
 	BuiltAt      time.Time `json:"built_at"`
 	Python       Python    `json:"python"`
-	Lock         *Lock     `json:"lock"` // nil for a stdlib-only root
+	// Lock is nil for a stdlib-only root. In a layered root, lock.txt is
+	// the extra lock and Packages are the whole root's: the parent's and
+	// the extra lock's.
+	Lock *Lock `json:"lock"`
+	// Parent is set in a layered root only.
+	Parent *Parent `json:"parent,omitempty"`
 	// Files lists every path under the root except MetaDir and its
 	// content, sorted by Path.
 	Files []File `json:"files,omitempty"`

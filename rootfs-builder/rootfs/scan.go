@@ -31,9 +31,32 @@ func Scan(dir string) ([]File, error) {
 	return files, nil
 }
 
+// Known gives the digest of a regular file whose content is known
+// already (the path inside the root and its lstat), or false to hash it.
+type Known func(p string, fi fs.FileInfo) (sha256 string, ok bool)
+
+// ScanKnown is Scan, except that the files known says it knows are not
+// read: their digest is taken from it. A layered root's builder passes the
+// digests its parent's manifest records for the files it hard-linked.
+func ScanKnown(dir string, known Known) ([]File, error) {
+	files, err := scanWith(dir, known)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if f.Type == TypeOther {
+			return nil, fmt.Errorf("rootfs: scan %s: %s is not a file, directory or symlink", dir, f.Path)
+		}
+	}
+	return files, nil
+}
+
 // scan walks dir without following symlinks, sorts the entries by path
 // and hashes the regular files. Entries of another type are TypeOther.
-func scan(dir string) ([]File, error) {
+func scan(dir string) ([]File, error) { return scanWith(dir, nil) }
+
+// scanWith is scan, with the digests of the files known knows taken from it.
+func scanWith(dir string, known Known) ([]File, error) {
 	var files []File
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -57,6 +80,9 @@ func scan(dir string) ([]File, error) {
 		switch {
 		case fi.Mode().IsRegular():
 			f.Type, f.Size = TypeFile, fi.Size()
+			if known != nil {
+				f.SHA256, _ = known(f.Path, fi)
+			}
 		case fi.IsDir():
 			f.Type = TypeDir
 		case fi.Mode()&fs.ModeSymlink != 0:
@@ -103,8 +129,8 @@ func modeBits(m fs.FileMode) uint32 {
 	return bits
 }
 
-// hashAll fills in SHA256 (and the size, as read) of every regular file,
-// with one worker per CPU.
+// hashAll fills in SHA256 (and the size, as read) of every regular file
+// that has none yet, with one worker per CPU.
 func hashAll(dir string, files []File) error {
 	idx := make(chan int)
 	errs := make([]error, len(files))
@@ -119,7 +145,7 @@ func hashAll(dir string, files []File) error {
 		})
 	}
 	for i, f := range files {
-		if f.Type == TypeFile {
+		if f.Type == TypeFile && f.SHA256 == "" {
 			idx <- i
 		}
 	}
