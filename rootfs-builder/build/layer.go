@@ -186,8 +186,19 @@ func (b *builder) layerSteps() []step {
 		{"check shared libraries", b.checkLayerLoadable, false},
 		{"compile bytecode", b.compileLayer, false},
 		{"compile runner", b.layerRunner, false},
+		{"build matplotlib font cache", b.layerMatplotlibCache, false},
 		{"normalize owners and modes", b.normalizeLayer, false},
 	}
+}
+
+// layerMatplotlibCache builds matplotlib's font cache (mplcache.go) when
+// this build installed matplotlib; a parent's matplotlib came with its
+// cache, linked with the rest.
+func (b *builder) layerMatplotlibCache() error {
+	if _, linked := b.linked[b.sitePackages()+"/matplotlib/__init__.py"]; linked {
+		return nil
+	}
+	return b.matplotlibCache()
 }
 
 // inspectLayer inspects the interpreter and refuses one whose version is
