@@ -69,9 +69,9 @@ vet:
 # datasci-min` and `make web`.
 ROOTS ?= $(or $(NSBOX_ROOTS_DIR),/var/lib/nsbox/roots)
 
-# The datasci root: numpy, pandas and matplotlib from policies/datasci.lock;
-# the leaner datasci-min root: numpy, pandas and matplotlib
-# (policies/datasci-min.lock);
+# The datasci root: numpy, pandas, matplotlib, seaborn, scipy, statsmodels,
+# scikit-learn, openpyxl and pyarrow from policies/datasci.lock; the leaner
+# datasci-min root: numpy, pandas and matplotlib (policies/datasci-min.lock);
 # the web root: requests, httpx and certifi from policies/web.lock (wheels
 # from PyPI, hash-checked; pip's cache is reused). Each is rebuilt only when
 # its lock differs from the one the root was built with, or the root lacks

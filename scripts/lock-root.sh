@@ -50,12 +50,22 @@ shift
 # says what the root holds, in the lock's first lines.
 case $name in
 datasci)
+	# What data agents use daily, as both E2B's code-interpreter template
+	# and OpenAI's code interpreter preinstall: tables (pandas), Excel
+	# (openpyxl), Parquet (pyarrow), statistics and models (scipy,
+	# statsmodels, scikit-learn) and charts (matplotlib, seaborn).
 	TOP=(
 		numpy==2.4.6
 		pandas==3.1.1
 		matplotlib==3.11.2
+		openpyxl==3.1.5
+		pyarrow==26.0.1
+		scipy==1.17.1
+		seaborn==0.13.2
+		scikit-learn==1.9.1
+		statsmodels==0.15.0
 	)
-	SUMMARY="numpy, pandas and matplotlib" ;;
+	SUMMARY="numpy, pandas, matplotlib, openpyxl, pyarrow, scipy, seaborn, scikit-learn and statsmodels" ;;
 datasci-min)
 	# The leaner data root: tables, arrays and charts only.
 	TOP=(

@@ -5,9 +5,12 @@ package pyrunner
 // DatasciPackages are the top-level import names of the locked packages
 // of the datasci root (the "# imports:" lines of policies/datasci.lock).
 var DatasciPackages = []string{
-	"PIL", "contourpy", "cycler", "dateutil", "fontTools", "kiwisolver",
-	"matplotlib", "mpl_toolkits", "numpy", "packaging", "pandas", "pylab",
-	"pyparsing", "tzdata",
+	"PIL", "cloudpickle", "contourpy", "cycler", "dateutil", "et_xmlfile",
+	"fontTools", "formulaic", "interface_meta", "joblib", "kiwisolver",
+	"matplotlib", "mpl_toolkits", "narwhals", "numpy", "openpyxl",
+	"packaging", "pandas", "patsy", "pyarrow", "pylab", "pyparsing",
+	"scipy", "seaborn", "sklearn", "statsmodels", "threadpoolctl",
+	"typing_extensions", "tzdata", "wrapt",
 }
 
 // DatasciMinPackages are the top-level import names of the locked packages

@@ -48,6 +48,11 @@ func TestAllowlistsShape(t *testing.T) {
 			t.Errorf("datasci-min has %s, datasci does not", m)
 		}
 	}
+	for _, m := range []string{"scipy", "seaborn", "sklearn", "statsmodels", "openpyxl", "pyarrow"} {
+		if !slices.Contains(DatasciPackages, m) || slices.Contains(DatasciMinPackages, m) {
+			t.Errorf("%s: want it in datasci only", m)
+		}
+	}
 	for _, m := range WebStdlib {
 		if _, ok := DefaultDeny[m]; !ok {
 			t.Errorf("WebStdlib holds %s, which DefaultAllow allows already", m)
