@@ -19,7 +19,7 @@ GOFILES := $(shell find . -name '*.go' -not -path './bin/*') go.mod go.sum Makef
 	$(wildcard policies/*.toml) $(wildcard seccomp-profiles/*.json) $(wildcard seccomp-profiles/*.bpf) sandbox/pyrunner/runner.py \
 	docs/api/openapi.json
 
-.PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci web
+.PHONY: all build run test deps vet fmt-check unit-test fuzz clean datasci datasci-min web
 
 all: build
 
@@ -65,15 +65,18 @@ vet:
 	$(GO) vet -tags $(TAGS) ./...
 
 # The built-in roots live here (sandbox/roots); base is built by nsbox on
-# first use, datasci and web by `make datasci` and `make web`.
+# first use, datasci, datasci-min and web by `make datasci`, `make
+# datasci-min` and `make web`.
 ROOTS ?= $(or $(NSBOX_ROOTS_DIR),/var/lib/nsbox/roots)
 
-# The datasci root: numpy, pandas and matplotlib from policies/datasci.lock;
+# The datasci root: numpy, pandas, matplotlib, seaborn, scipy, statsmodels,
+# scikit-learn, openpyxl and pyarrow from policies/datasci.lock; the leaner
+# datasci-min root: numpy, pandas and matplotlib (policies/datasci-min.lock);
 # the web root: requests, httpx and certifi from policies/web.lock (wheels
 # from PyPI, hash-checked; pip's cache is reused). Each is rebuilt only when
 # its lock differs from the one the root was built with, or the root lacks
 # this nsbox's compiled Python runner.
-datasci web: build
+datasci datasci-min web: build
 	@if cmp -s policies/$@.lock $(ROOTS)/$@/.nsbox/lock.txt && \
 		test -e $(ROOTS)/$@$$($(BIN) rootfs runner-path); then \
 		echo "$@ root in $(ROOTS)/$@ is up to date"; \
@@ -83,9 +86,10 @@ datasci web: build
 
 # Every test, as root, with real namespaces. NSBOX_MUST_WORK=1 turns every
 # "this host cannot" skip into a failure (CI sets it). The datasci root is
-# built first: the tests run a pandas and matplotlib program on it; so is
-# the web root, whose requests and httpx the network tests use.
-test: deps build datasci web mcp-venv tools-venv fmt-check vet
+# built first: the tests run a pandas and matplotlib program on it; so are
+# the datasci-min root, whose policy a test runs, and the web root, whose
+# requests and httpx the network tests use.
+test: deps build datasci datasci-min web mcp-venv tools-venv fmt-check vet
 	@$(MAKE) --no-print-directory k8s-validate apparmor-check
 	NSBOX_BIN=$(CURDIR)/$(BIN) NSBOX_MCP_PYTHON=$(CURDIR)/$(MCP_VENV)/bin/python NSBOX_UV=$(CURDIR)/$(TOOLS_VENV)/bin/uv $(GO) test -tags $(TAGS) -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory python-test

@@ -190,7 +190,7 @@ func TestExtendsErrors(t *testing.T) {
 		{name: "star and more", doc: "extends = \"star.toml\"\n[allowlist]\nimports_add = [\"math\"]\n",
 			errFile: "c.toml", line: 3, key: "allowlist.imports", has: []string{`"*" allows every module and must be the only entry`}},
 		{name: "unknown built-in", doc: "extends = \"lax\"\n",
-			errFile: "c.toml", line: 1, key: "extends", has: []string{`"lax" is not a built-in policy`, "datasci, default, permissive, strict, web"}},
+			errFile: "c.toml", line: 1, key: "extends", has: []string{`"lax" is not a built-in policy`, "datasci, datasci-min, default, permissive, strict, web"}},
 		{name: "empty", doc: "\nextends = \"\"\n", errFile: "c.toml", line: 2, key: "extends", has: []string{`"" names no policy`}},
 		{name: "not a string", doc: "extends = [\"default\"]\n", errFile: "c.toml", line: 1, key: "extends", has: []string{"must be a string, not an array"}},
 		{name: "missing file", doc: "\n\n\nextends = \"nope.toml\"\n[limits]\ntimeout = \"1s\"\n",

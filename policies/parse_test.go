@@ -174,7 +174,7 @@ func TestParseErrors(t *testing.T) {
 		{"output too small", edit(`"64KiB"`, `"512B"`), 9, "limits.output_limit", []string{"512B is below the minimum 1KiB"}},
 		{"negative size", edit(`"64KiB"`, "-1"), 9, "limits.output_limit", []string{"below the minimum"}},
 		{"relative root", edit(`root = "base"`, `root = "roots/base"`), 4, "python.root",
-			[]string{`"roots/base" is not a built-in root or an absolute path`, "base, datasci, web"}},
+			[]string{`"roots/base" is not a built-in root or an absolute path`, "base, datasci, datasci-min, web"}},
 		{"unknown root name", edit(`root = "base"`, `root = "full"`), 4, "python.root", []string{`"full" is not a built-in root`}},
 		{"unclean root", edit(`root = "base"`, `root = "/srv/../roots/x"`), 4, "python.root", []string{`write "/roots/x"`}},
 		{"NUL in root", edit(`root = "base"`, `root = "/r\u0000"`), 4, "python.root", []string{"NUL"}},

@@ -169,10 +169,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-//go:embed datasci.toml default.toml permissive.toml strict.toml web.toml
+//go:embed datasci.toml datasci-min.toml default.toml permissive.toml strict.toml web.toml
 var builtinFS embed.FS
 
-var builtinNames = []string{"datasci", "default", "permissive", "strict", "web"}
+var builtinNames = []string{"datasci", "datasci-min", "default", "permissive", "strict", "web"}
 
 // MaxFileSize bounds what LoadFile reads, so a policy path such as /dev/zero
 // fails fast instead of exhausting memory.

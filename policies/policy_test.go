@@ -40,6 +40,8 @@ func TestBuiltins(t *testing.T) {
 	}{
 		{"datasci", "datasci", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib"},
 			Allowlist{pyrunner.DatasciAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{"matplotlib.pyplot", "numpy", "pandas"}}, false, "pandas"},
+		{"datasci-min", "datasci-min", datasciLimits, 256 * mib, 64 * mib, Sandbox{all, "default", true, false}, map[string]string{"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib"},
+			Allowlist{pyrunner.DatasciMinAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{"matplotlib.pyplot", "numpy", "pandas"}}, false, "pandas"},
 		{"default", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{all, "default", true, false}, map[string]string{},
 			Allowlist{pyrunner.DefaultAllow, pyrunner.DefaultDenyBuiltins, pyrunner.DefaultDenyEvents, false, []string{}}, false, "limits"},
 		{"permissive", "base", defaultLimits, 64 * mib, 16 * mib, Sandbox{[]string{"namespaces"}, "default", true, false}, map[string]string{},
@@ -47,7 +49,7 @@ func TestBuiltins(t *testing.T) {
 		{"strict", "base", strictLimits, 16 * mib, 8 * mib, Sandbox{all, "strict", true, false}, map[string]string{},
 			Allowlist{pyrunner.StrictAllow, pyrunner.StrictDenyBuiltins, pyrunner.StrictDenyEvents, true, []string{}}, true, "untrusted agent code"},
 	}
-	if got, want := BuiltinNames(), []string{"datasci", "default", "permissive", "strict", "web"}; !slices.Equal(got, want) {
+	if got, want := BuiltinNames(), []string{"datasci", "datasci-min", "default", "permissive", "strict", "web"}; !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %v, want %v", got, want)
 	}
 	for _, tt := range tests {
@@ -114,7 +116,7 @@ func TestBuiltinFileHeaders(t *testing.T) {
 
 func TestBuiltinUnknown(t *testing.T) {
 	_, err := Builtin("lax")
-	if err == nil || !strings.Contains(err.Error(), "datasci, default, permissive, strict, web") {
+	if err == nil || !strings.Contains(err.Error(), "datasci, datasci-min, default, permissive, strict, web") {
 		t.Fatalf("Builtin(lax) error = %v, want one listing the built-ins", err)
 	}
 }
@@ -142,7 +144,7 @@ func TestResolve(t *testing.T) {
 		{arg: filepath.Join(dir, "mine.toml"), wantName: filepath.Join(dir, "mine.toml"), timeout: 3 * time.Second},
 		{arg: "mine.toml", wantName: "mine.toml", timeout: 3 * time.Second},
 		{arg: "mine", errHas: `unknown policy "mine"`},
-		{arg: "lax", errHas: "built-ins: datasci, default, permissive, strict, web"},
+		{arg: "lax", errHas: "built-ins: datasci, datasci-min, default, permissive, strict, web"},
 		{arg: "", errHas: "unknown policy"},
 		{arg: "./missing.toml", errHas: "read policy ./missing.toml: no such file or directory"},
 	}

@@ -83,7 +83,9 @@ var schema = []Key{
 		Name: "python.root", Required: true, Example: `"base"`,
 		Doc: "The root filesystem the program runs in, mounted read-only as `/`: its interpreter, standard " +
 			"library and vetted packages. A built-in root (`base`: the standard library only, built from the " +
-			"host's Python on first use; `datasci`: numpy, pandas and matplotlib, built with `make datasci`; " +
+			"host's Python on first use; `datasci`: numpy, pandas, matplotlib, seaborn, scipy, statsmodels, " +
+			"scikit-learn, openpyxl and pyarrow, built with `make datasci`; `datasci-min`: numpy, pandas and " +
+			"matplotlib, built with `make datasci-min`; " +
 			"`web`: requests, httpx and certifi, built with `make web`) " +
 			"or the absolute path of a root built by `nsbox rootfs build`.",
 		field: func(p *Policy) any { return &p.Python.Root },

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lock-root.sh: (re)generate policies/NAME.lock, the hash-pinned package
-# set of the built-in root NAME (datasci, web), from the root's short
-# top-level list below.
+# set of the built-in root NAME (datasci, datasci-min, web), from the
+# root's short top-level list below.
 #
 #   scripts/lock-root.sh NAME            reproduce: resolve NAME's TOP with every
 #                                        other package held at the version already
@@ -21,15 +21,28 @@
 # then downloaded (`pip download --no-deps --require-hashes`, pip's cache
 # is used), sha256-hashed here, checked against the index's hash, and the
 # lock is written atomically, sorted by name, with each wheel's file name,
-# size and the packages that need it as comments. No build code runs
+# size, the packages that need it and its top-level import names as
+# comments. No build code runs
 # (--only-binary=:all:). The lock installs with
 #   pip install --require-hashes --only-binary=:all: --no-deps -r policies/NAME.lock
+#
+# Import names: a wheel's "# imports:" line lists what a program can import
+# from it, read from the wheel's RECORD (top_level.txt is optional and
+# missing from many wheels): each top-level package directory and module
+# file (.py, or an extension module .so) whose name is a public identifier.
+# Left out: *.dist-info, *.data, __pycache__, vendored-library directories
+# (numpy.libs: not identifiers), and private names (_x): a package's own
+# imports of its private modules are internal and pass the runner's
+# allowlist anyway, and a program has no business importing them, as for
+# the standard library's private modules. The policies' allowlists and
+# sandbox/pyrunner's package lists are generated from these lines
+# (`go generate ./sandbox/pyrunner`).
 set -euo pipefail
 
 die() { echo "lock-root: $*" >&2; exit 1; }
 
 case ${1:-} in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { echo "lock-root: the first argument names the root: datasci or web (see --help)" >&2; exit 2; }
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { echo "lock-root: the first argument names the root: datasci, datasci-min or web (see --help)" >&2; exit 2; }
 name=$1
 shift
 
@@ -37,6 +50,24 @@ shift
 # says what the root holds, in the lock's first lines.
 case $name in
 datasci)
+	# What data agents use daily, as both E2B's code-interpreter template
+	# and OpenAI's code interpreter preinstall: tables (pandas), Excel
+	# (openpyxl), Parquet (pyarrow), statistics and models (scipy,
+	# statsmodels, scikit-learn) and charts (matplotlib, seaborn).
+	TOP=(
+		numpy==2.4.6
+		pandas==3.1.1
+		matplotlib==3.11.2
+		openpyxl==3.1.5
+		pyarrow==26.0.1
+		scipy==1.17.1
+		seaborn==0.13.2
+		scikit-learn==1.9.1
+		statsmodels==0.15.0
+	)
+	SUMMARY="numpy, pandas, matplotlib, openpyxl, pyarrow, scipy, seaborn, scikit-learn and statsmodels" ;;
+datasci-min)
+	# The leaner data root: tables, arrays and charts only.
 	TOP=(
 		numpy==2.4.6
 		pandas==3.1.1
@@ -51,7 +82,7 @@ web)
 		certifi==2026.10.19.post1
 	)
 	SUMMARY="requests, httpx and certifi" ;;
-*) die "unknown root $name (roots with a lock: datasci, web)" ;;
+*) die "unknown root $name (roots with a lock: datasci, datasci-min, web)" ;;
 esac
 
 # The target: what the lock will be installed into.
@@ -197,7 +228,7 @@ echo "lock-root: downloading $(wc -l <"$tmp/pins.txt") wheels" >&2
 
 # Hash what was downloaded, cross-check, write the lock.
 "$PYTHON" - "$name" "$SUMMARY" "$tmp/pins.json" "$tmp/wheels" "$tmp/lock" "$pip_version" "$TARGET_PYTHON_VERSION" "$TARGET_ABI" "$TARGET_GLIBC_MINOR" "$TARGET_ARCH" "${TOP[@]}" <<'EOF'
-import hashlib, json, os, sys
+import hashlib, json, os, sys, zipfile
 from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
 
 root_name, summary, pins_json, wheel_dir, lock_path, pip_version, pyver, abi, glibc_minor, arch, *top = sys.argv[1:]
@@ -205,6 +236,32 @@ pins = json.load(open(pins_json))
 
 def fail(msg):
     sys.exit("lock-root: " + msg)
+
+def import_names(path):
+    """The public top-level import names of the wheel at path, from its
+    RECORD: package directories and module files (.py, .so)."""
+    with zipfile.ZipFile(path) as z:
+        records = [n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+        if len(records) != 1:
+            fail(f"{os.path.basename(path)}: expected one *.dist-info/RECORD, found {records or 'none'}")
+        text = z.read(records[0]).decode("utf-8")
+    names = set()
+    for line in text.splitlines():
+        entry = line.rsplit(",", 2)[0].strip('"')
+        if not entry:
+            continue
+        first, sep, _ = entry.partition("/")
+        if sep:  # a directory: a package, unless it is metadata or data
+            name = first
+        elif first.endswith(".py"):
+            name = first[:-3]
+        elif first.endswith(".so"):
+            name = first.split(".", 1)[0]
+        else:
+            continue  # a .pth file, a license at the top
+        if name.isidentifier() and not name.startswith("_"):
+            names.add(name)
+    return sorted(names)
 
 files = {}
 for fn in os.listdir(wheel_dir):
@@ -233,7 +290,7 @@ for name in sorted(pins):
     via = ", ".join(sorted(p["via"])) if p["via"] else "top level"
     if p["via"] and name in {canonicalize_name(t.split("==")[0]) for t in top}:
         via = "top level; " + via
-    entries.append((name, p["version"], sha, fn, size, via))
+    entries.append((name, p["version"], sha, fn, size, via, import_names(path)))
 if files:
     fail(f"unexpected wheels downloaded: {sorted(files)}")
 
@@ -260,8 +317,10 @@ lines = [
     "#",
     f"# {len(entries)} wheels, {total} bytes ({mib(total)}) in all.",
 ]
-for name, version, sha, fn, size, via in entries:
-    lines += ["", f"# {fn} ({mib(size)}); needed by: {via}", f"{name}=={version} \\", f"    --hash=sha256:{sha}"]
+for name, version, sha, fn, size, via, imports in entries:
+    lines += ["", f"# {fn} ({mib(size)}); needed by: {via}",
+              "# imports: " + (", ".join(imports) if imports else "(none)"),
+              f"{name}=={version} \\", f"    --hash=sha256:{sha}"]
 with open(lock_path, "w") as f:
     f.write("\n".join(lines) + "\n")
 print(f"lock-root: {len(entries)} wheels, {total} bytes ({mib(total)})", file=sys.stderr)

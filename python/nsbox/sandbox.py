@@ -25,7 +25,8 @@ class Sandbox:
     /workspace) persists from one run_code to the next.
 
     policy: a policy the service serves ("datasci": numpy, pandas,
-    matplotlib). timeout_per_cell: seconds, at most the policy's timeout
+    matplotlib, seaborn, scipy, statsmodels, scikit-learn, Excel,
+    Parquet). timeout_per_cell: seconds, at most the policy's timeout
     (its default). idle_timeout: seconds without a cell before the service
     closes the session (default 600). labels: recorded with every cell in
     the audit log. server, token: a service chosen explicitly (else

@@ -59,7 +59,8 @@ _PERSISTENT = (
 _LIMITS = (
     " The sandbox has no network access, so nothing can be downloaded or installed; "
     "only the modules its policy allows can be imported (the standard library, and "
-    "with the data-science policy numpy, pandas and matplotlib), and a refused "
+    "with the data-science policy numpy, pandas, matplotlib, seaborn, scipy, statsmodels, "
+    "scikit-learn, openpyxl and pyarrow), and a refused "
     "import or call is reported as an error. Each call has a time limit and a memory "
     "limit. The result starts with a status line: ok, error, timeout, memory_limit, "
     "output_limit or policy_violation."

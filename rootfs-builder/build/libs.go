@@ -71,7 +71,7 @@ func (b *builder) copyLibraries() error {
 	}
 	hostPaths = append(hostPaths, locale...)
 	if len(venvELFs) > 0 {
-		libs, err := elfdeps.Closure(venvELFs)
+		libs, err := venvClosure(venvELFs)
 		if err != nil {
 			return fmt.Errorf("ELF closure of the venv (built in %s): %w", b.root, err)
 		}

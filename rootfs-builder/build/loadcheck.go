@@ -24,9 +24,17 @@ func (b *builder) checkLoadable() error {
 	if loader == "" {
 		return nil // a static interpreter loads nothing
 	}
-	elfs, err := findELFs(b.root)
+	all, err := findELFs(b.root)
 	if err != nil {
 		return err
+	}
+	// A wheel's vendored library is checked with the modules that load it
+	// (their RPATH finds its dependencies: venvClosure), not alone.
+	var elfs []string
+	for _, p := range all {
+		if !isVendored(p) {
+			elfs = append(elfs, p)
+		}
 	}
 	work := make(chan int)
 	errs := make([]error, len(elfs))

@@ -4,8 +4,10 @@ import (
 	"slices"
 )
 
+//go:generate go run ./internal/genallow -repo ../..
+
 // The shipped lists, as data for the policies' TOML (strict, default,
-// datasci, web). Top-level module names of CPython 3.11 on Linux.
+// datasci, datasci-min, web). Top-level module names of CPython 3.11 on Linux.
 
 // StrictAllow is a safe standard-library subset for code nobody has read:
 // computation, text, data formats, dates, hashing and compression. Files
@@ -136,18 +138,18 @@ var DefaultAllow = []string{
 	"zoneinfo",
 }
 
-// DatasciPackages are the top-level names of the datasci root's locked
-// packages (policies/datasci.lock): numpy, pandas, matplotlib and their
-// dependencies. Their own imports (pandas importing os, matplotlib
-// importing subprocess) are internal and pass whatever the allowlist says.
-var DatasciPackages = []string{
-	"PIL", "contourpy", "cycler", "dateutil", "fontTools", "kiwisolver",
-	"matplotlib", "mpl_toolkits", "numpy", "packaging", "pandas", "pylab",
-	"pyparsing", "tzdata",
-}
+// The package lists of the roots with a lock (DatasciPackages,
+// DatasciMinPackages, WebPackages) are generated from the locks'
+// "# imports:" lines into allowlists_gen.go, as are the imports_add blocks
+// of the policies that name those roots. The packages' own imports
+// (pandas importing os, matplotlib importing subprocess) are internal and
+// pass whatever the allowlist says.
 
 // DatasciAllow is DefaultAllow plus DatasciPackages, sorted.
 var DatasciAllow = merged(DefaultAllow, DatasciPackages)
+
+// DatasciMinAllow is DefaultAllow plus DatasciMinPackages, sorted.
+var DatasciMinAllow = merged(DefaultAllow, DatasciMinPackages)
 
 // WebStdlib are the standard-library modules the web policy allows on top
 // of DefaultAllow: a program that sets a socket timeout, catches
@@ -157,13 +159,6 @@ var DatasciAllow = merged(DefaultAllow, DatasciPackages)
 // socketserver, ftplib, smtplib and the other clients of DefaultDeny stay
 // refused: their protocols do not pass an HTTP proxy.
 var WebStdlib = []string{"socket", "ssl"}
-
-// WebPackages are the top-level names of the web root's locked packages
-// (policies/web.lock): requests, httpx, certifi and their dependencies.
-var WebPackages = []string{
-	"anyio", "certifi", "charset_normalizer", "h11", "httpcore", "httpx",
-	"idna", "requests", "typing_extensions", "urllib3",
-}
 
 // WebAllow is DefaultAllow plus WebStdlib and WebPackages, sorted.
 var WebAllow = merged(DefaultAllow, WebStdlib, WebPackages)

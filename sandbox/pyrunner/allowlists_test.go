@@ -11,7 +11,7 @@ func TestAllowlistsShape(t *testing.T) {
 	for name, l := range map[string][]string{
 		"StrictAllow": StrictAllow, "DefaultAllow": DefaultAllow, "DatasciAllow": DatasciAllow,
 		"DatasciPackages": DatasciPackages, "WebStdlib": WebStdlib, "WebPackages": WebPackages,
-		"WebAllow": WebAllow,
+		"WebAllow": WebAllow, "DatasciMinPackages": DatasciMinPackages, "DatasciMinAllow": DatasciMinAllow,
 	} {
 		if !slices.IsSorted(l) || len(slices.Compact(slices.Clone(l))) != len(l) {
 			t.Errorf("%s is not sorted and unique", name)
@@ -40,6 +40,18 @@ func TestAllowlistsShape(t *testing.T) {
 	}
 	if !slices.Contains(DatasciAllow, "pandas") || !slices.Contains(DatasciAllow, "os") {
 		t.Error("DatasciAllow lacks pandas or os")
+	}
+	// datasci is datasci-min and more: a program for the leaner root runs
+	// on the fuller one.
+	for _, m := range DatasciMinPackages {
+		if !slices.Contains(DatasciPackages, m) {
+			t.Errorf("datasci-min has %s, datasci does not", m)
+		}
+	}
+	for _, m := range []string{"scipy", "seaborn", "sklearn", "statsmodels", "openpyxl", "pyarrow"} {
+		if !slices.Contains(DatasciPackages, m) || slices.Contains(DatasciMinPackages, m) {
+			t.Errorf("%s: want it in datasci only", m)
+		}
 	}
 	for _, m := range WebStdlib {
 		if _, ok := DefaultDeny[m]; !ok {

@@ -6,9 +6,9 @@
 // Opening a root never builds one: building is the builder's work
 // (rootfs-builder), done before a run. The command line builds the
 // built-in "base" root (the standard library of the host's
-// /usr/bin/python3.11, no packages) on first use and says so; "datasci"
-// and "web" need packages from PyPI and are built on purpose (`make
-// datasci`, `make web`).
+// /usr/bin/python3.11, no packages) on first use and says so; "datasci",
+// "datasci-min" and "web" need packages from PyPI and are built on purpose
+// (`make datasci`, `make datasci-min`, `make web`).
 package roots
 
 import (
@@ -59,7 +59,7 @@ type Root struct {
 func (r *Root) Close() error { return r.held.Close() }
 
 // Names are the built-in roots a policy may name instead of a path.
-var Names = []string{"base", "datasci", "web"}
+var Names = []string{"base", "datasci", "datasci-min", "web"}
 
 // IsBuiltin reports whether name is a built-in root's name.
 func IsBuiltin(name string) bool { return slices.Contains(Names, name) }
