@@ -22,7 +22,8 @@ func SitePackages(v string) string {
 // directory ("numpy", "mpl_toolkits") or a module file ("six.py",
 // "kiwisolver.cpython-311-x86_64-linux-gnu.so", "_cffi_backend.abi3.so").
 // Metadata (*.dist-info, *.data), bundled libraries (numpy.libs),
-// __pycache__ and .pth files are not modules. The standard library's
+// __pycache__, .pth files and names that are not identifiers (type stubs:
+// wrapt-stubs) are not modules. The standard library's
 // modules are not listed: they are not in site-packages.
 func (m *Manifest) Modules() []string {
 	dir := SitePackages(m.Python.Version) + "/"
@@ -32,12 +33,23 @@ func (m *Manifest) Modules() []string {
 		if !ok || rest == "" || strings.Contains(rest, "/") {
 			continue
 		}
-		if name := moduleName(rest, f.Type); name != "" && !slices.Contains(out, name) {
+		if name := moduleName(rest, f.Type); isIdentifier(name) && !slices.Contains(out, name) {
 			out = append(out, name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isIdentifier reports whether name can be imported: an ASCII Python
+// identifier ("wrapt-stubs", type stubs, cannot).
+func isIdentifier(name string) bool {
+	for i, c := range name {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // moduleName is the import name of site-packages entry base, or "".

@@ -23,6 +23,8 @@ func TestModules(t *testing.T) {
 		{Path: sp + "/__pycache__/six.cpython-311.pyc", Type: TypeFile},
 		{Path: sp + "/link", Type: TypeSymlink, Target: "numpy"},
 		{Path: sp + "/x-1.0.data", Type: TypeDir},
+		{Path: sp + "/wrapt-stubs", Type: TypeDir},
+		{Path: sp + "/2fast.py", Type: TypeFile},
 		{Path: "/usr/lib/python3.11/json", Type: TypeDir},
 	} {
 		m.Files = append(m.Files, f)
