@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/sandbox/result"
 )
@@ -97,4 +100,43 @@ func TestOutputToFullDisk(t *testing.T) {
 		t.Errorf("stderr %q does not report the failed write to stdout", stderr.String())
 	}
 	(&outcome{state: state}).noLeftovers(t)
+}
+
+// TestSlowCallerKeepsOutput: a caller that reads nsbox's stdout late,
+// through a pipe of one page, while the program has already written past
+// the output cap and exited. nsbox must drain what the program left in its
+// pipe at the caller's pace, so that the limit is still seen (exit 137,
+// output_limit), instead of closing the pipe half a second after the
+// program ended and reporting ok with the output cut.
+func TestSlowCallerKeepsOutput(t *testing.T) {
+	needRoot(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatalf("F_SETPIPE_SZ: %v", err)
+	}
+	cmd := exec.Command(nsboxBin, "run", "--policy", "default", "--timeout", "20s", "--output-limit", "64KiB",
+		"-c", `import sys; sys.stdout.write("x" * 70000)`)
+	cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+t.TempDir())
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	time.Sleep(3 * time.Second) // the program has long ended; its output waits
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 137 || !strings.Contains(stderr.String(), "output_limit: stdout exceeded 65536 bytes") {
+		t.Errorf("exit %d, stderr %q, %d bytes of stdout; want 137 and the output limit", code, stderr.String(), len(out))
+	}
+	if len(out) != 65536 {
+		t.Errorf("%d bytes of stdout, want the 65536 under the cap", len(out))
+	}
 }

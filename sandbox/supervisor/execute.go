@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nsbox/nsbox/sandbox/output"
 	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/result"
@@ -241,17 +243,51 @@ func feedProgram(w *os.File, code, stdin []byte) {
 	}
 }
 
+// drainBound is how long waitReaders lets the readers drain what the
+// program left in its pipes, at the pace their destination takes it.
+const drainBound = 10 * time.Second
+
 // waitReaders waits for both output streams to reach EOF. Every writer is
-// gone once the PID namespace is torn down, so this is quick; the bound is
-// a guard so a run always ends within its timeout plus a second.
+// gone once the PID namespace is torn down, so this is quick. A reader
+// that is still behind is left to drain its pipe: while bytes wait there
+// it is writing them on (in plain mode to nsbox's caller, who may be
+// slow), and closing the pipe would lose them, and with them an output
+// limit they pass (the status would say ok). Every half second with
+// nothing left in either pipe, and at drainBound in any case, the read
+// ends are closed: a guard against a writer that survived.
 func waitReaders(readers *sync.WaitGroup, l *launch) {
 	done := make(chan struct{})
 	go func() { readers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(500 * time.Millisecond):
+	deadline := time.Now().Add(drainBound)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		if time.Now().Before(deadline) && (unread(l.stdout) > 0 || unread(l.stderr) > 0) {
+			continue
+		}
 		l.stdout.Close()
 		l.stderr.Close()
 		<-done
+		return
 	}
+}
+
+// unread is the number of bytes waiting in pipe f (FIONREAD), 0 when it
+// cannot be read. Through SyscallConn: Fd would switch f to blocking mode,
+// and a Close would then no longer stop a Read in progress.
+func unread(f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD
+	})
+	return n
 }

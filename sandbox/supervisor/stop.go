@@ -41,7 +41,18 @@ type stopper struct {
 func (s *stopper) stop(status result.Status, limit, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped || s.finished {
+	if s.stopped {
+		return
+	}
+	if s.finished {
+		// An output cap a reader finds passed while it drains what the
+		// program left in its pipe: the program ended first, but its
+		// output was cut all the same. Recorded, so that the status does
+		// not depend on which of the two the scheduler ran first; there
+		// is nothing left to signal.
+		if status == result.StatusOutputLimit {
+			s.stopped, s.status, s.limit, s.reason = true, status, limit, reason
+		}
 		return
 	}
 	s.stopped, s.status, s.limit, s.reason = true, status, limit, reason
