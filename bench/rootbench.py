@@ -154,7 +154,9 @@ def markdown(res):
         return []
     L = ["## Roots: locking and building packages", "",
          "`nsbox rootfs lock` and `nsbox rootfs build`, with uv's and pip's caches warm (the wheels are",
-         "downloaded once, by the first build of the lock), each command's own `elapsed_ms`.", "",
+         "downloaded once, by the first build of the lock), each command's own `elapsed_ms`.%s" % (
+             " Measured on its own, at %s (1-minute load %s at the end), not in the run of the tables above." % (
+                 res["measured_at"], res["load_at_end"][0]) if res.get("measured_at") else ""), "",
          "| What | time | files | size | runs |", "|---|---:|---:|---:|---:|"]
     lk = res.get("lock")
     if lk:
