@@ -49,7 +49,7 @@ func writeTemp(t *testing.T, name string, data []byte) string {
 
 // TestRunStdin: nsbox run --stdin. The program reads every byte of a
 // binary MiB; input() reads lines from nsbox's own standard input (-)
-// and then finds EOF; a program that never reads a 4 MiB input ends at
+// and then finds EOF; a program that never reads an input larger than a pipe holds ends at
 // once, ok; input over job.MaxStdin is refused before a sandbox starts,
 // naming its size and the limit; --stdin - cannot share nsbox's standard
 // input with a program read from it; without --stdin the program's stdin

@@ -78,20 +78,8 @@ func (b *builder) stageAndMove(extra []Requirement) error {
 	// --root: the venv's own layout (as the full build installs it),
 	// under stage. --ignore-installed: pip never uninstalls or touches
 	// what the venv has (the parent's linked files).
-	args := []string{"-m", "pip", "--python", b.inRoot("/venv/bin/python"), "install",
-		"--root", stage, "--ignore-installed",
-		"--require-hashes", "--only-binary=:all:", "--no-deps", "--no-compile",
-		"--no-input", "--disable-pip-version-check", "--root-user-action=ignore",
-		"--no-warn-script-location", "-r", lock}
-	if b.o.PipCacheDir != "" {
-		args = append(args, "--cache-dir", b.o.PipCacheDir)
-	}
-	cmd := b.command(pip, args...)
-	cmd.Env = pipEnv(os.Environ())
-	cmd.Dir = scratch
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return b.pipError(pip, out, err)
+	if err := b.pipInstall(pip, scratch, lock, "--root", stage, "--ignore-installed"); err != nil {
+		return err
 	}
 	if err := b.moveStaged(filepath.Join(stage, b.root)); err != nil {
 		return err

@@ -46,19 +46,8 @@ func (b *builder) installPackages() error {
 	if err := os.WriteFile(lock, pipLock(b.reqs), 0o600); err != nil {
 		return fmt.Errorf("install packages: %w", err)
 	}
-	args := []string{"-m", "pip", "--python", b.inRoot("/venv/bin/python"), "install",
-		"--require-hashes", "--only-binary=:all:", "--no-deps", "--no-compile",
-		"--no-input", "--disable-pip-version-check", "--root-user-action=ignore",
-		"--no-warn-script-location", "-r", lock}
-	if b.o.PipCacheDir != "" {
-		args = append(args, "--cache-dir", b.o.PipCacheDir)
-	}
-	cmd := b.command(pip, args...)
-	cmd.Env = pipEnv(os.Environ())
-	cmd.Dir = scratch
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return b.pipError(pip, out, err)
+	if err := b.pipInstall(pip, scratch, lock); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(scratch); err != nil {
 		return fmt.Errorf("install packages: %w", err)
@@ -69,6 +58,26 @@ func (b *builder) installPackages() error {
 		return err
 	}
 	return b.checkInstalled()
+}
+
+// pipInstall runs pip in scratch to install exactly the entries of lock
+// into the venv (extra options before them, e.g. a staging --root): wheels
+// only, hashes required, no dependency resolution, no bytecode.
+func (b *builder) pipInstall(pip, scratch, lock string, extra ...string) error {
+	args := append([]string{"-m", "pip", "--python", b.inRoot("/venv/bin/python"), "install"}, extra...)
+	args = append(args, "--require-hashes", "--only-binary=:all:", "--no-deps", "--no-compile",
+		"--no-input", "--disable-pip-version-check", "--root-user-action=ignore",
+		"--no-warn-script-location", "-r", lock)
+	if b.o.PipCacheDir != "" {
+		args = append(args, "--cache-dir", b.o.PipCacheDir)
+	}
+	cmd := b.command(pip, args...)
+	cmd.Env = pipEnv(os.Environ())
+	cmd.Dir = scratch
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return b.pipError(pip, out, err)
+	}
+	return nil
 }
 
 // findPip returns the interpreter that runs pip: Options.Pip, or the first
