@@ -92,11 +92,32 @@ func sweepStale(out string) error {
 		return fmt.Errorf("find stale build directories %s.tmp-*: %w", out, err)
 	}
 	for _, s := range stale {
-		if err := os.RemoveAll(s); err != nil {
+		if err := removeSettling(s); err != nil {
 			return fmt.Errorf("remove stale build directory: %w", err)
 		}
 	}
 	return nil
+}
+
+// settleTime bounds how long sweepStale waits for a killed build's last
+// writers. SIGKILL reaches the build's PID namespace when nsbox dies
+// (command.go), but the kernel tears the namespace down after nsbox's
+// parent has already seen it exit: for a moment, a compileall worker of
+// the dead build may still create a file in the directory being removed,
+// and RemoveAll then fails with "directory not empty".
+const settleTime = 5 * time.Second
+
+// removeSettling is os.RemoveAll, tried again while the directory keeps
+// gaining entries (ENOTEMPTY), for at most settleTime.
+func removeSettling(dir string) error {
+	deadline := time.Now().Add(settleTime)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil || !errors.Is(err, unix.ENOTEMPTY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // syncFS flushes the file system holding dir (syncfs(2)): one call for
