@@ -35,6 +35,8 @@ Methods (workload `pass` unless named):
     installs them with apt-get unless --no-install)
   workload `stdlib` (import json,re; sum of squares): bare, strict, default,
     bwrap, runc
+  workload `prog200` (a 200-odd-line ordinary program from a file, what
+    strict's compile pays for): bare, strict, default
   workload `pandas` (import pandas + a DataFrame sum): nsbox datasci versus
     bench/.venv-datasci/bin/python with the environment nsbox sets
     (bench/pandas_import.py's policy_env); fewer runs (--pandas-runs)
@@ -107,6 +109,40 @@ import netbench  # noqa: E402  (same directory)
 PY = "/usr/bin/python3.11"
 STDLIB_CODE = "import json,re; sum(i*i for i in range(100000))"
 PANDAS_CODE = 'import pandas; pandas.DataFrame({"a": range(1000)}).sum()'
+
+
+def prog200():
+    """A 200-line ordinary program (classes, properties, comprehensions,
+    f-strings, exceptions, generators): what strict's restricted compile
+    pays for, as against `-c pass`."""
+    block = """
+class Shape{i}:
+    def __init__(self, w, h):
+        self.w, self.h = w, h
+
+    @property
+    def area(self):
+        return self.w * self.h
+
+    def scaled(self, k):
+        return Shape{i}(self.w * k, self.h * k)
+
+
+def stats{i}(xs):
+    total = sum(x * x for x in xs if x % 2 == {p})
+    pairs = {{k: v for k, v in zip("abcdef", xs)}}
+    try:
+        ratio = total / len(pairs)
+    except ZeroDivisionError:
+        ratio = 0.0
+    return f"{{total}}-{{ratio:.2f}}-{{Shape{i}(2, 3).scaled(2).area}}"
+
+"""
+    lines = []
+    for i in range(10):
+        lines += block.format(i=i, p=i % 2).splitlines()[1:]
+    lines.append("print(len([stats%d(range(%d)) for _ in range(3)]))" % (9, 50))
+    return "\n".join(lines) + "\n"
 CGWRAP = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
           'mount -t tmpfs none /sys/fs/cgroup && exec "$0" "$@"']
 ROOTS = os.environ.get("NSBOX_ROOTS_DIR", "/var/lib/nsbox/roots")
@@ -356,6 +392,16 @@ def build_methods(a, tmp, notes):
         return [nsbox, "run", "--policy", policy, "-c", code]
 
     meths = []
+    prog = os.path.join(tmp, "prog200.py")
+    with open(prog, "w") as f:
+        f.write(prog200())
+    PB = {"cmd": [PY, prog], "env": base_env, "label": "bare python3.11 prog200.py"}
+    meths += [
+        M("bare python3.11", "", [PY, prog], "prog200", base=PB),
+        M("nsbox strict", "all layers", [nsbox, "run", "--policy", "strict", prog], "prog200", base=PB),
+        M("nsbox default", "all layers (reference)", [nsbox, "run", "--policy", "default", prog], "prog200",
+          base=PB),
+    ]
     for wl, code in (("pass", "pass"), ("stdlib", STDLIB_CODE)):
         B = bare(code)
         meths += [
@@ -808,11 +854,13 @@ def markdown(res, a):
          "- Layer rows use policies derived from `policies/default.toml` with one change each (written to a",
          "  temp dir by the harness); *layer cost* = +ms(default) - +ms(layer off), i.e. what the layer adds.",
          ""]
-    for wl in ("pass", "stdlib", "pandas", "download", "download20"):
+    for wl in ("pass", "stdlib", "prog200", "pandas", "download", "download20"):
         rows = [m for m in res["methods"] if m["workload"] == wl]
         if not rows:
             continue
         title = {"pass": "`-c pass`", "stdlib": "`-c '%s'`" % STDLIB_CODE, "pandas": "`-c '%s'`" % PANDAS_CODE,
+                 "prog200": "a %d-line program (`prog200()` in bench/bench.py: classes, comprehensions, f-strings)"
+                 % len(prog200().splitlines()),
                  **netbench.TITLES}[wl]
         L += ["## Workload %s" % title, "",
               "| Method | n | median ms | p95 ms | ratio | +ms | B median ms | runs/s | maxrss MiB | sup. HWM MiB | load | note |",
