@@ -189,7 +189,7 @@ func killMidRun(t *testing.T, db, state string) string {
 func wantReaped(t *testing.T, db, id string) {
 	t.Helper()
 	r := rawRuns(t, db)[id]
-	if r.status != "killed" || r.reason != "supervisor died" || !r.seq.Valid || r.chainVersion.Int64 != 3 ||
+	if r.status != "killed" || r.reason != "supervisor died" || !r.seq.Valid || r.chainVersion.Int64 != 4 ||
 		!r.endNS.Valid || r.endNS.Int64 < r.startNS.Int64 || r.endNS.Int64 > time.Now().UnixNano() {
 		t.Errorf("the killed run's row: %+v, want killed, reason \"supervisor died\", chained, ended after its start", r)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,12 +54,14 @@ func writeTemp(t *testing.T, name string, data []byte) string {
 // once, ok; input over job.MaxStdin is refused before a sandbox starts,
 // naming its size and the limit; --stdin - cannot share nsbox's standard
 // input with a program read from it; without --stdin the program's stdin
-// is at EOF, as before.
+// is at EOF, as before. The audit row keeps the input's digest and
+// length, and a run without input has none.
 func TestRunStdin(t *testing.T) {
 	needRoot(t)
+	db := filepath.Join(t.TempDir(), "audit.db")
 	prog := writeTemp(t, "hash.py", []byte(hashProgram))
 	data := binaryPayload(1 << 20)
-	o := nsbox(t, run{args: []string{"run", "--json", "--stdin", writeTemp(t, "in.bin", data), prog}})
+	o := nsbox(t, run{auditDB: db, args: []string{"run", "--json", "--stdin", writeTemp(t, "in.bin", data), prog}})
 	o.wantStatus(t, result.StatusOK)
 	if want := hashLine(data); o.res.Stdout != want {
 		t.Errorf("1 MiB of binary input: stdout %q, want %q", o.res.Stdout, want)
@@ -98,10 +101,26 @@ func TestRunStdin(t *testing.T) {
 		t.Errorf("--stdin - with the program on stdin: exit %d, stdout %q, stderr %q", o.exit, o.stdout, o.stderr)
 	}
 
-	o = nsbox(t, run{args: []string{"run", "--json", "-c", "import sys\nprint(repr(sys.stdin.read()))"}, stdin: "not the program's"})
+	o = nsbox(t, run{auditDB: db, args: []string{"run", "--json", "-c", "import sys\nprint(repr(sys.stdin.read()))"}, stdin: "not the program's"})
 	o.wantStatus(t, result.StatusOK)
 	if o.res.Stdout != "''\n" {
 		t.Errorf("no --stdin: the program read %q", o.res.Stdout)
+	}
+
+	sum := sha256.Sum256(data)
+	rows := auditRows(t, db)
+	if len(rows) != 2 {
+		t.Fatalf("%d audit rows, want 2", len(rows))
+	}
+	if rows[0]["stdin_sha256"] != hex.EncodeToString(sum[:]) || rows[0]["stdin_bytes"] != float64(len(data)) {
+		t.Errorf("the row of the run given 1 MiB: stdin_sha256 %v, stdin_bytes %v; want %x, %d",
+			rows[0]["stdin_sha256"], rows[0]["stdin_bytes"], sum, len(data))
+	}
+	if rows[1]["stdin_sha256"] != "" || rows[1]["stdin_bytes"] != float64(0) {
+		t.Errorf("the row of a run given no input: stdin_sha256 %v, stdin_bytes %v", rows[1]["stdin_sha256"], rows[1]["stdin_bytes"])
+	}
+	if o := nsbox(t, run{args: []string{"audit", "verify", "--audit-db", db}}); o.exit != 0 {
+		t.Errorf("audit verify: exit %d: %s%s", o.exit, o.stdout, o.stderr)
 	}
 }
 

@@ -128,6 +128,11 @@ func writeAuditRunText(out io.Writer, r *audit.Run) error {
 	} else {
 		field("code", "sha256 %s (not stored: the policy's audit.store_code is false)", auditOr(r.CodeSHA256))
 	}
+	if r.StdinSHA256 != "" {
+		field("stdin", "%d bytes, sha256 %s (not stored)", r.StdinBytes, r.StdinSHA256)
+	} else {
+		field("stdin", "- (none given)")
+	}
 	field("network", "%s", auditNetworkText(r.Network))
 	field("labels", "%s", auditOr(auditLabelText(r.Labels)))
 	field("nsbox version", "%s", auditOr(r.NsboxVersion))

@@ -320,10 +320,10 @@ func TestAuditCommandsReap(t *testing.T) {
 	}{
 		{[]string{"list"}, []string{"killed", "≤", "supervisor died", "unfinished"}},
 		{[]string{"list", "--json", "--status", "killed"}, []string{`"reason": "supervisor died"`, "dddd0005"}},
-		{[]string{"show", "dddd0005"}, []string{"status:", "killed", "reason:", "supervisor died", "at the latest", "encoding v3"}},
+		{[]string{"show", "dddd0005"}, []string{"status:", "killed", "reason:", "supervisor died", "at the latest", "encoding v4"}},
 		{[]string{"stats", "--json"}, []string{`"supervisor_died": 1`, `"killed": 1`, `"unfinished": 1`, `"runs": 3`}},
 		{[]string{"stats"}, []string{"Runs: 5 (1 unfinished, 1 killed as their supervisor died)"}},
-		{[]string{"export"}, []string{`"reason":"supervisor died"`, `"chain_version":3`}},
+		{[]string{"export"}, []string{`"reason":"supervisor died"`, `"chain_version":4`}},
 		{[]string{"verify"}, []string{"intact: 4 finished runs"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

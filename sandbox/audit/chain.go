@@ -20,10 +20,11 @@ const (
 	chainDomainV1 = "nsbox audit chain v1\x00" // fields 1-24 and prev_hash
 	chainDomainV2 = "nsbox audit chain v2\x00" // v1's fields, then reason and the supervisor
 	chainDomainV3 = "nsbox audit chain v3\x00" // v2's fields, then the network and its connections
+	chainDomainV4 = "nsbox audit chain v4\x00" // v3's fields, then the standard input's digest and length
 )
 
 // chainVersion is the encoding Finish hashes rows with.
-const chainVersion = 3
+const chainVersion = 4
 
 // The tags of the canonical encoding (package doc).
 const (
@@ -76,10 +77,10 @@ func optInt[T int | int64](e *encoder, v *T) {
 func (e *encoder) bool(b bool) { e.int(int64(boolInt(b))) }
 
 // knownChainVersion reports whether rowHash can encode version v.
-func knownChainVersion(v int) bool { return v >= 1 && v <= 3 }
+func knownChainVersion(v int) bool { return v >= 1 && v <= 4 }
 
-// rowHash returns the hash of r under the encoding r.ChainVersion (1, 2 or
-// 3) as the package doc defines it, from r.Seq and r.PrevHash and the
+// rowHash returns the hash of r under the encoding r.ChainVersion (1 to
+// 4) as the package doc defines it, from r.Seq and r.PrevHash and the
 // recorded fields; r.Hash is not read.
 func rowHash(r *Run) string {
 	e := &encoder{h: sha256.New()}
@@ -88,8 +89,10 @@ func rowHash(r *Run) string {
 		e.h.Write([]byte(chainDomainV1))
 	case 2:
 		e.h.Write([]byte(chainDomainV2))
-	default:
+	case 3:
 		e.h.Write([]byte(chainDomainV3))
+	default:
+		e.h.Write([]byte(chainDomainV4))
 	}
 	e.int(r.Seq)
 	e.str(r.ID)
@@ -147,6 +150,10 @@ func rowHash(r *Run) string {
 	}
 	if r.ChainVersion >= 3 {
 		e.network(r.Network)
+	}
+	if r.ChainVersion >= 4 {
+		e.str(r.StdinSHA256)
+		e.int(r.StdinBytes)
 	}
 	e.str(r.PrevHash)
 	return hex.EncodeToString(e.h.Sum(nil))
@@ -251,6 +258,10 @@ func verify(ctx context.Context, q querier) (*Verification, error) {
 		case r.ChainVersion < 3 && r.Network != nil:
 			// Likewise for the network fields and encodings 1 and 2.
 			return broke(r, "network fields or connections set on a row whose hash (encoding %d) does not cover them: the row was edited",
+				r.ChainVersion)
+		case r.ChainVersion < 4 && (r.StdinSHA256 != "" || r.StdinBytes != 0):
+			// And for the standard input and encodings 1 to 3.
+			return broke(r, "stdin_sha256 or stdin_bytes set on a row whose hash (encoding %d) does not cover them: the row was edited",
 				r.ChainVersion)
 		}
 		if got := rowHash(r); got != r.Hash {

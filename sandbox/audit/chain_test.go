@@ -49,6 +49,17 @@ func TestRowHashGolden(t *testing.T) {
 	if got := rowHash(r); got != want3 {
 		t.Errorf("rowHash v3 = %s, want %s", got, want3)
 	}
+	// Version 4: version 3's fields, then the standard input.
+	r.ChainVersion = 4
+	const want4nil = "2c0be82f48a5abd7f4d11d8c6ad41ebd6254465ab2177c04950fdd8aa1c0e7c1"
+	if got := rowHash(r); got != want4nil {
+		t.Errorf("rowHash v4 without input = %s, want %s", got, want4nil)
+	}
+	r.StdinSHA256, r.StdinBytes = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 0
+	const want4 = "66a40128ed356d2715a806b15fa82931b1948111fc0f7bda5422c91cd0a0a709"
+	if got := rowHash(r); got != want4 {
+		t.Errorf("rowHash v4 = %s, want %s", got, want4)
+	}
 }
 
 // TestRowHashSeparatesValues: values that a naive concatenation would
@@ -57,9 +68,10 @@ func TestRowHashSeparatesValues(t *testing.T) {
 	base := func() *Run {
 		r := sampleRun("x")
 		finishSample(r)
-		r.ChainVersion = 3
+		r.ChainVersion = 4
 		r.Supervisor = &Supervisor{MachineID: "m", BootID: "b", PID: 10, StartTicks: 20, Namespaces: "pid:[3]"}
 		r.Network = sampleNetwork(3)
+		r.StdinSHA256, r.StdinBytes = "5e", 12
 		return r
 	}
 	seen := map[string]string{}
@@ -94,6 +106,10 @@ func TestRowHashSeparatesValues(t *testing.T) {
 		"other ns":      func(r *Run) { r.Supervisor.Namespaces = "pid:[1]" },
 		"encoding 1":    func(r *Run) { r.ChainVersion, r.Supervisor = 1, nil },
 		"encoding 2":    func(r *Run) { r.ChainVersion = 2 },
+		"encoding 3":    func(r *Run) { r.ChainVersion = 3 },
+		"no stdin":      func(r *Run) { r.StdinSHA256, r.StdinBytes = "", 0 },
+		"stdin length":  func(r *Run) { r.StdinBytes++ },
+		"stdin digest":  func(r *Run) { r.StdinSHA256 = "5f" },
 		"no network":    func(r *Run) { r.Network = nil },
 		"no connections": func(r *Run) {
 			r.Network.Connections = nil
@@ -234,7 +250,11 @@ func TestVerifyFindsEdits(t *testing.T) {
 		{"downgraded to encoding 1", `UPDATE runs SET chain_version = 1 WHERE id = '%s'`, 3, "r3", "encoding 1"},
 		{"downgraded and stripped", `UPDATE runs SET chain_version = 1, reason = '', supervisor_machine_id = NULL, supervisor_boot_id = NULL, supervisor_pid = NULL,
 			supervisor_start_ticks = NULL, supervisor_ns = NULL WHERE id = '%s'`, 3, "r3", "edited"},
-		{"unknown encoding", `UPDATE runs SET chain_version = 4 WHERE id = '%s'`, 3, "r3", "chain_version 4"},
+		{"unknown encoding", `UPDATE runs SET chain_version = 5 WHERE id = '%s'`, 3, "r3", "chain_version 5"},
+		{"stdin added", `UPDATE runs SET stdin_sha256 = 'ab', stdin_bytes = 1 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"stdin length", `UPDATE runs SET stdin_bytes = 7 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"downgraded to encoding 3", `UPDATE runs SET chain_version = 3 WHERE id = '%s'`, 3, "r3", "edited"},
+		{"stdin on an encoding-3 row", `UPDATE runs SET chain_version = 3, stdin_bytes = 5 WHERE id = '%s'`, 3, "r3", "encoding 3"},
 		{"connection host", `UPDATE run_connections SET host = 'api0.example.org' WHERE run_id = '%s' AND idx = 0`, 3, "r3", "edited"},
 		{"connection bytes", `UPDATE run_connections SET bytes_received = 0 WHERE run_id = '%s' AND idx = 1`, 3, "r3", "edited"},
 		{"connection allowed", `UPDATE run_connections SET allowed = 1 WHERE run_id = '%s' AND idx = 2`, 3, "r3", "edited"},
@@ -257,8 +277,8 @@ func TestVerifyFindsEdits(t *testing.T) {
 			VALUES ('loose', 1, 'unfinished', 'p', '', '', '', 'v'); INSERT INTO run_violations VALUES ('loose', 0, 'import', 'os', 1, 0, '') -- %s`, 0, "loose", "not in the chain"},
 		{"label of no run", `INSERT INTO run_labels VALUES ('ghost', 'team', 'ml') -- %s`, 0, "ghost", "label row"},
 		{"connection of no run", `INSERT INTO run_connections VALUES ('ghost', 0, 'x.example', 443, 'CONNECT', '', 0, 'no', 0, 0, 0, 0) -- %s`, 0, "ghost", "connection row"},
-		{"schema version removed", `DELETE FROM schema_version WHERE version = 3 -- %s`, 0, "", "version table was edited"},
-		{"schema version added", `INSERT INTO schema_version VALUES (4, 0) -- %s`, 0, "", "version table was edited"},
+		{"schema version removed", `DELETE FROM schema_version WHERE version = 4 -- %s`, 0, "", "version table was edited"},
+		{"schema version added", `INSERT INTO schema_version VALUES (5, 0) -- %s`, 0, "", "version table was edited"},
 		{"trigger added", `CREATE TRIGGER hide AFTER INSERT ON run_violations BEGIN DELETE FROM run_violations WHERE run_id = NEW.run_id; END -- %s`, 0, "", "trigger hide is not part"},
 		{"view added", `CREATE VIEW v AS SELECT id FROM runs -- %s`, 0, "", "view v is not part"},
 		{"index dropped", `DROP INDEX run_connections_host -- %s`, 0, "", "index run_connections_host is missing"},

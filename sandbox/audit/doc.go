@@ -25,7 +25,7 @@
 //
 // Unfinished rows are outside the chain until finished.
 //
-// # Schema (version 3)
+// # Schema (version 4)
 //
 //	schema_version   version, applied_at: one row per migration applied
 //	runs             one row per run; seq, prev_hash and hash are NULL until Finish
@@ -51,7 +51,9 @@
 // run without network, as in older rows), net_proxy,
 // net_connections_dropped, net_refused, net_bytes_sent and
 // net_bytes_received ("" and zeros without network), and the table
-// run_connections. Migrations only
+// run_connections. Version 4 added the program's standard input to runs:
+// stdin_sha256 (the hex SHA-256 of all of it, "" for a run given none, as
+// in older rows) and stdin_bytes. Migrations only
 // append steps (schema.go): a database is migrated in place when a newer
 // nsbox opens it, with ADD COLUMN, which rewrites no row; an older nsbox
 // then refuses it.
@@ -59,8 +61,8 @@
 // # Hash chain
 //
 // A finished row's hash is the lowercase hex SHA-256 of its canonical
-// encoding under the version in its chain_version. Encoding 3, which Finish
-// and Reap write, is the 21 bytes "nsbox audit chain v3\x00" followed by
+// encoding under the version in its chain_version. Encoding 4, which Finish
+// and Reap write, is the 21 bytes "nsbox audit chain v4\x00" followed by
 // these fields, in this order, each as a tagged value:
 //
 //	 1 seq                    integer, 1 for the first finished row
@@ -106,23 +108,28 @@
 //	                          address, allowed (integer, 0 or 1), reason
 //	                          (bytes), bytes_sent, bytes_received,
 //	                          start_ms, duration_ms (integers)
-//	38 prev_hash              bytes: the previous finished row's hash, or 64
+//	38 stdin_sha256           bytes: "" for a run given no input
+//	39 stdin_bytes            integer
+//	40 prev_hash              bytes: the previous finished row's hash, or 64
 //	                          "0" for the first
 //
 // A run without network is encoded as it is stored: "", "", four zeros and
 // an empty list (Finish refuses a network section without a mode, so no
 // run with network encodes so).
 //
-// Encoding 2, of the rows finished under schema version 2, is the 21 bytes
+// Encoding 3, of the rows finished under schema version 3, is the 21 bytes
+// "nsbox audit chain v3\x00" followed by fields 1-37 and prev_hash;
+// encoding 2, of those finished under schema version 2,
 // "nsbox audit chain v2\x00" followed by fields 1-30 and prev_hash, and
 // encoding 1, of the rows finished before it, "nsbox audit chain v1\x00"
 // followed by fields 1-24 and prev_hash. They do not cover the columns the
 // later versions added, so Verify requires those empty in a row hashed
-// under them: no network and no connections under encoding 2; that, an
+// under them: no input under encoding 3; that, no network and no
+// connections under encoding 2; that, an
 // empty reason and no supervisor under encoding 1. Each encoding starts
 // with its own domain string, so no row hashes alike under two, and a row
 // whose chain_version was edited no longer matches its hash. A log may hold
-// all three: the chain goes on from the last row of one encoding to the
+// all four: the chain goes on from the last row of one encoding to the
 // first of the next like any two rows.
 //
 // The tagged values are:

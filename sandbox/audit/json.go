@@ -27,6 +27,8 @@ type runJSON struct {
 	CodeSHA256         string             `json:"code_sha256"`
 	Code               *string            `json:"code"` // null when not stored
 	CodeBase64         string             `json:"code_base64,omitempty"`
+	StdinSHA256        string             `json:"stdin_sha256"` // "" when the program was given no input
+	StdinBytes         int64              `json:"stdin_bytes"`
 	Status             string             `json:"status"`
 	Reason             string             `json:"reason"` // "" when none
 	ExitCode           *int               `json:"exit_code"`
@@ -56,7 +58,7 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	j := runJSON{
 		ID: r.ID, Seq: r.Seq, Start: r.Start.UTC(), DurationMS: r.DurationMS,
 		Policy: r.Policy, PolicySHA256: r.PolicySHA256, RootManifestSHA256: r.RootManifestSHA256,
-		CodeSHA256: r.CodeSHA256, Status: r.Status, Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal,
+		CodeSHA256: r.CodeSHA256, StdinSHA256: r.StdinSHA256, StdinBytes: r.StdinBytes, Status: r.Status, Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal,
 		CPUMS: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes,
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
@@ -98,7 +100,7 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 	*r = Run{
 		ID: j.ID, Seq: j.Seq, Start: j.Start, DurationMS: j.DurationMS,
 		Policy: j.Policy, PolicySHA256: j.PolicySHA256, RootManifestSHA256: j.RootManifestSHA256,
-		CodeSHA256: j.CodeSHA256, Status: j.Status, Reason: j.Reason, ExitCode: j.ExitCode, Signal: j.Signal,
+		CodeSHA256: j.CodeSHA256, StdinSHA256: j.StdinSHA256, StdinBytes: j.StdinBytes, Status: j.Status, Reason: j.Reason, ExitCode: j.ExitCode, Signal: j.Signal,
 		CPUMS: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes,
 		StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes,
 		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,

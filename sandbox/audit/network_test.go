@@ -35,8 +35,8 @@ func TestRoundTripNetwork(t *testing.T) {
 	if !reflect.DeepEqual(*fromResult, kept) {
 		t.Error("Finish changed the network section it was given")
 	}
-	if r.ChainVersion != 3 {
-		t.Errorf("finished under encoding %d, want 3", r.ChainVersion)
+	if r.ChainVersion != chainVersion {
+		t.Errorf("finished under encoding %d, want %d", r.ChainVersion, chainVersion)
 	}
 	got := get(t, db, "net")
 	if err := sameRun(got, r); err != nil {
@@ -179,8 +179,8 @@ func TestMigrateFromV2(t *testing.T) {
 	}
 	defer db.Close()
 	var version int
-	if err := raw.QueryRow(`SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != 3 {
-		t.Fatalf("schema version %d, %v after Open; want 3", version, err)
+	if err := raw.QueryRow(`SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != SchemaVersion {
+		t.Fatalf("schema version %d, %v after Open; want %d", version, err, SchemaVersion)
 	}
 	wantIntact(t, db, 2)
 	for _, want := range []*Run{v1, v2} {
@@ -193,8 +193,8 @@ func TestMigrateFromV2(t *testing.T) {
 	if err := db.Finish(open); err != nil {
 		t.Fatal(err)
 	}
-	if open.Seq != 3 || open.PrevHash != v2.Hash || open.ChainVersion != 3 {
-		t.Errorf("finished at seq %d after %s under %d, want 3 after %s under 3", open.Seq, open.PrevHash, open.ChainVersion, v2.Hash)
+	if open.Seq != 3 || open.PrevHash != v2.Hash || open.ChainVersion != chainVersion {
+		t.Errorf("finished at seq %d after %s under %d, want 3 after %s under %d", open.Seq, open.PrevHash, open.ChainVersion, v2.Hash, chainVersion)
 	}
 	if err := sameRun(get(t, db, "open"), open); err != nil {
 		t.Errorf("the run finished after the migration: %v", err)

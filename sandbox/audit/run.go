@@ -84,6 +84,11 @@ type Run struct {
 	Violations         []result.Violation
 	Labels             map[string]string // --label key=value
 	NsboxVersion       string
+	// StdinSHA256 is the sha256 (hex) of the standard input the program
+	// was given, all of it (nsbox run --stdin, the service's
+	// stdin_base64); "" when it was given none. StdinBytes is its length.
+	StdinSHA256 string
+	StdinBytes  int64
 	// Network is what the run did through nsbox's proxy in network
 	// allowlist mode: the result's network section, nil for a run without
 	// network. Finish keeps at most result.MaxConnectionRecords connections
@@ -100,7 +105,7 @@ type Run struct {
 	Seq          int64  // position in the chain, from 1; 0 while unfinished
 	PrevHash     string // hash of the finished row before this one; "" while unfinished
 	Hash         string // this row's hash (package doc); "" while unfinished
-	ChainVersion int    // the encoding Hash is of: 1, 2 or 3 (package doc); 0 while unfinished
+	ChainVersion int    // the encoding Hash is of: 1 to 4 (package doc); 0 while unfinished
 }
 
 // Finished reports whether the row has been through Finish.

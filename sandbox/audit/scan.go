@@ -17,7 +17,8 @@ const runColumns = `id, seq, start_ns, end_ns, duration_ms, policy, policy_sha25
 	stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 	nsbox_version, prev_hash, hash, chain_version, reason,
 	supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns,
-	network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received`
+	network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received,
+	stdin_sha256, stdin_bytes`
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("stop")
@@ -219,6 +220,8 @@ func scanRun(rows *sql.Rows) (r *Run, rowErr error, err error) {
 	r.Reason = c.str()
 	r.Supervisor = c.supervisor()
 	r.Network = c.network()
+	r.StdinSHA256 = c.str()
+	r.StdinBytes = c.int64()
 	r.Violations = []result.Violation{}
 	r.Labels = map[string]string{}
 	return r, c.err, nil

@@ -8,7 +8,7 @@ import (
 )
 
 // SchemaVersion is the schema this package reads and writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] brings a database from version i to i+1. A new version
 // appends a step; a step never changes once released, since databases in the
@@ -115,6 +115,14 @@ CREATE TABLE run_connections (
 	PRIMARY KEY (run_id, idx)
 ) WITHOUT ROWID;
 CREATE INDEX run_connections_host ON run_connections (host COLLATE NOCASE, run_id);
+`,
+	// 3 -> 4: the program's standard input, by digest and length
+	// (stdin_sha256 '' for a run given none). As before, the existing
+	// rows read as they were hashed: no input (encodings 1 to 3 do not
+	// cover these columns).
+	`
+ALTER TABLE runs ADD COLUMN stdin_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN stdin_bytes INTEGER NOT NULL DEFAULT 0;
 `,
 }
 

@@ -49,10 +49,10 @@ func (db *DB) begin(r *Run) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs
 			(id, start_ns, policy, policy_sha256, root_manifest_sha256, code_sha256, code, status, nsbox_version,
 			 chain_version, supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks,
-			 supervisor_ns)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)`,
+			 supervisor_ns, stdin_sha256, stdin_bytes)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Start.UnixNano(), r.Policy, r.PolicySHA256, r.RootManifestSHA256, r.CodeSHA256,
-			r.Code, r.Status, r.NsboxVersion, machine, boot, pid, start, ns)
+			r.Code, r.Status, r.NsboxVersion, machine, boot, pid, start, ns, r.StdinSHA256, r.StdinBytes)
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
@@ -186,9 +186,10 @@ func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 			stdout_bytes, stderr_bytes, stdout_head, stderr_head, stdout_truncated, stderr_truncated,
 			nsbox_version, prev_hash, hash, chain_version, reason,
 			supervisor_machine_id, supervisor_boot_id, supervisor_pid, supervisor_start_ticks, supervisor_ns,
-			network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received)
+			network, net_proxy, net_connections_dropped, net_refused, net_bytes_sent, net_bytes_received,
+			stdin_sha256, stdin_bytes)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-			?, ?, ?, ?, ?, ?)
+			?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			seq = excluded.seq, start_ns = excluded.start_ns, end_ns = excluded.end_ns,
 			duration_ms = excluded.duration_ms, policy = excluded.policy,
@@ -205,14 +206,15 @@ func upsertFinished(ctx context.Context, tx *sql.Tx, r *Run) error {
 			supervisor_start_ticks = excluded.supervisor_start_ticks, supervisor_ns = excluded.supervisor_ns,
 			network = excluded.network, net_proxy = excluded.net_proxy,
 			net_connections_dropped = excluded.net_connections_dropped, net_refused = excluded.net_refused,
-			net_bytes_sent = excluded.net_bytes_sent, net_bytes_received = excluded.net_bytes_received
+			net_bytes_sent = excluded.net_bytes_sent, net_bytes_received = excluded.net_bytes_received,
+			stdin_sha256 = excluded.stdin_sha256, stdin_bytes = excluded.stdin_bytes
 		WHERE runs.seq IS NULL`,
 		r.ID, r.Seq, r.Start.UnixNano(), r.End.UnixNano(), r.DurationMS, r.Policy, r.PolicySHA256,
 		r.RootManifestSHA256, r.CodeSHA256, r.Code, r.Status, r.ExitCode, r.Signal, r.CPUMS,
 		r.PeakMemoryBytes, r.StdoutBytes, r.StderrBytes, nonNil(r.StdoutHead), nonNil(r.StderrHead),
 		boolInt(r.StdoutTruncated), boolInt(r.StderrTruncated), r.NsboxVersion, r.PrevHash, r.Hash,
 		r.ChainVersion, r.Reason, machine, boot, pid, start, ns,
-		mode, proxy, dropped, refused, sent, received)
+		mode, proxy, dropped, refused, sent, received, r.StdinSHA256, r.StdinBytes)
 	if err != nil {
 		return fmt.Errorf("write run: %w", err)
 	}

@@ -43,11 +43,11 @@ const reapInRunDeadline = time.Second
 // the program runs, it finishes rows whose supervisor died (audit.ReapInRun
 // of them at most), so that the log catches up with the supervisors killed
 // since the last run.
-func BeginRow(path, id string, pol plan.Policy, code []byte, labels map[string]string) *Row {
+func BeginRow(path, id string, pol plan.Policy, code, stdin []byte, labels map[string]string) *Row {
 	a := &Row{done: make(chan struct{}), reaped: make(chan struct{})}
 	go func() {
 		defer close(a.reaped)
-		if !a.begin(audit.Path(path), id, pol, code, labels) {
+		if !a.begin(audit.Path(path), id, pol, code, stdin, labels) {
 			return
 		}
 		reapOrphans(a.db, audit.ReapInRun, reapInRunDeadline)
@@ -57,19 +57,19 @@ func BeginRow(path, id string, pol plan.Policy, code []byte, labels map[string]s
 
 // BeginRowIn is BeginRow in a log the door keeps open (AuditLog): no
 // open and no reaping (OpenAuditLog did it); Close leaves the log open.
-func BeginRowIn(l *AuditLog, id string, pol plan.Policy, code []byte, labels map[string]string) *Row {
+func BeginRowIn(l *AuditLog, id string, pol plan.Policy, code, stdin []byte, labels map[string]string) *Row {
 	a := &Row{done: make(chan struct{}), reaped: make(chan struct{}), shared: true}
 	close(a.reaped)
 	go func() {
 		defer close(a.done)
 		if a.db, a.err = l.current(); a.err == nil {
-			a.rec, a.err = BeginRecord(a.db, id, pol, code, labels)
+			a.rec, a.err = BeginRecord(a.db, id, pol, code, stdin, labels)
 		}
 	}()
 	return a
 }
 
-func (a *Row) begin(path, id string, pol plan.Policy, code []byte, labels map[string]string) bool {
+func (a *Row) begin(path, id string, pol plan.Policy, code, stdin []byte, labels map[string]string) bool {
 	defer close(a.done)
 	db, err := audit.Open(path)
 	if err != nil {
@@ -77,7 +77,7 @@ func (a *Row) begin(path, id string, pol plan.Policy, code []byte, labels map[st
 		return false
 	}
 	a.db = db
-	a.rec, a.err = BeginRecord(db, id, pol, code, labels)
+	a.rec, a.err = BeginRecord(db, id, pol, code, stdin, labels)
 	return a.err == nil
 }
 
@@ -120,11 +120,17 @@ func (a *Row) Close() {
 // BeginRecord records run id as unfinished in db before anything starts,
 // so a supervisor killed mid-run leaves a row saying so: a run's row
 // (BeginRow) or a session cell's (sandbox/session), written the same way.
-func BeginRecord(db *audit.DB, id string, pol plan.Policy, code []byte, labels map[string]string) (*audit.Run, error) {
+// stdin is the program's standard input, nil for none: the row keeps its
+// digest and length, never the bytes.
+func BeginRecord(db *audit.DB, id string, pol plan.Policy, code, stdin []byte, labels map[string]string) (*audit.Run, error) {
 	sum := sha256.Sum256(code)
 	rec := &audit.Run{
 		ID: id, Start: time.Now(), Policy: pol.Name, PolicySHA256: pol.SHA256,
 		CodeSHA256: hex.EncodeToString(sum[:]), Labels: labels, NsboxVersion: Version,
+	}
+	if stdin != nil {
+		sum := sha256.Sum256(stdin)
+		rec.StdinSHA256, rec.StdinBytes = hex.EncodeToString(sum[:]), int64(len(stdin))
 	}
 	// The text is kept up to maxStoredCode; the hash always covers the
 	// whole program.

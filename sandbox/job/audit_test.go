@@ -34,7 +34,7 @@ func TestFinishRecordNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rec, err := BeginRecord(db, "netrun", plan.Policy{Name: "web", SHA256: "ab"}, []byte("print(1)"), nil)
+	rec, err := BeginRecord(db, "netrun", plan.Policy{Name: "web", SHA256: "ab"}, []byte("print(1)"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,9 +214,9 @@ func run(ctx context.Context, req *Request) (r *result.Result, lostOutput, err e
 	}
 	var row *Row
 	if req.AuditLog != nil {
-		row = BeginRowIn(req.AuditLog, id, pl.Policy, code, req.Labels)
+		row = BeginRowIn(req.AuditLog, id, pl.Policy, code, stdin, req.Labels)
 	} else {
-		row = BeginRow(req.AuditDB, id, pl.Policy, code, req.Labels)
+		row = BeginRow(req.AuditDB, id, pl.Policy, code, stdin, req.Labels)
 	}
 	defer row.Close()
 

@@ -246,7 +246,7 @@ func (s *Session) run(ctx context.Context, n int, code []byte, timeout time.Dura
 		labels = map[string]string{}
 	}
 	labels[LabelSession], labels[LabelCell] = s.id, fmt.Sprint(n)
-	rec, err := job.BeginRecord(s.db, id, s.o.Plan.Policy, code, labels)
+	rec, err := job.BeginRecord(s.db, id, s.o.Plan.Policy, code, nil, labels)
 	if err != nil {
 		r := result.New(id, s.o.Plan.Policy.Name)
 		r.Status, r.Error = result.StatusSandboxError, result.StepError("audit", err)
