@@ -137,15 +137,6 @@ type Proxy struct {
 	final     []Connection
 }
 
-// record is one connection's record: c is guarded by Proxy.mu, the byte
-// counts are atomic (the relay adds to them without the lock).
-type record struct {
-	c          Connection
-	start, end time.Time
-	done       bool
-	sent, recv atomic.Int64
-}
-
 // Serve checks cfg and serves ln until Close. ln is the proxy's: Close
 // closes it.
 func Serve(ln net.Listener, cfg Config) (*Proxy, error) {
@@ -331,17 +322,6 @@ func (p *Proxy) admit(c net.Conn) {
 	}
 }
 
-func (p *Proxy) newRecordLocked() *record {
-	r := &record{start: time.Now()}
-	r.c.StartedMS = r.start.Sub(p.epoch).Milliseconds()
-	if len(p.records) < MaxRecords {
-		p.records = append(p.records, r)
-	} else {
-		p.omitted++
-	}
-	return r
-}
-
 // track registers an upstream connection so Close closes it; false (and
 // the connection closed) when the proxy is closing.
 func (p *Proxy) track(c net.Conn) bool {
@@ -360,55 +340,6 @@ func (p *Proxy) untrack(c net.Conn) {
 	delete(p.open, c)
 	p.mu.Unlock()
 	_ = c.Close() // may be closed already by the relay or Close
-}
-
-func (p *Proxy) finish(r *record) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.done, r.end = true, time.Now()
-}
-
-func (p *Proxy) setTarget(r *record, method string, t target) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.c.Method, r.c.Host, r.c.Port = method, t.host, t.port
-}
-
-func (p *Proxy) setAddress(r *record, a netip.AddrPort) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.c.Address = a.String()
-}
-
-func (p *Proxy) setAllowed(r *record, allowed bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.c.Allowed = allowed
-}
-
-// setReason records why the connection ended; the first reason stands.
-func (p *Proxy) setReason(r *record, reason string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	setReasonLocked(r, reason)
-}
-
-// refuse records a policy refusal (or cut): Allowed false, the reason.
-func (p *Proxy) refuse(r *record, reason string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.c.Allowed = false
-	setReasonLocked(r, reason)
-}
-
-func setReasonLocked(r *record, reason string) {
-	if r.c.Reason != "" {
-		return
-	}
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
-	r.c.Reason = reason
 }
 
 // reserve takes up to n bytes from the run's budget and returns how many
