@@ -402,6 +402,22 @@ def build_methods(a, tmp, notes):
         M("nsbox default", "all layers (reference)", [nsbox, "run", "--policy", "default", prog], "prog200",
           base=PB),
     ]
+    # strict as it is, against strict with its Python layer in guarded
+    # mode: what RestrictedPython's compile and guards cost.
+    with open(os.path.join(REPO, "policies", "strict.toml")) as f:
+        strict_text = f.read()
+    restricted = 'mode = "restricted"'
+    if restricted in strict_text:
+        pol["strict-guarded"] = os.path.join(tmp, "strict-guarded.toml")
+        with open(pol["strict-guarded"], "w") as f:
+            f.write(strict_text.replace(restricted, 'mode = "guarded"', 1))
+        for wl, cmd in (("pass", ["-c", "pass"]), ("prog200", [prog])):
+            meths.append(M("nsbox strict, guarded mode", "python layer mode",
+                           [nsbox, "run", "--policy", pol["strict-guarded"]] + cmd, wl,
+                           base=PB if wl == "prog200" else bare("pass"),
+                           note='strict with python.mode = "guarded" (no RestrictedPython)'))
+    else:
+        notes.append("policies/strict.toml has no python.mode = \"restricted\": no guarded-mode rows.")
     for wl, code in (("pass", "pass"), ("stdlib", STDLIB_CODE)):
         B = bare(code)
         meths += [
@@ -1053,6 +1069,11 @@ def layer_costs(methods):
     s = oh("nsbox strict")
     if s is not None:
         out["strict instead of default (policy as a whole)"] = {"ms": s - ref, "how": "strict - default"}
+    for wl, what in (("pass", "`-c pass`"), ("prog200", "the 200-line program")):
+        r, g = ohw("nsbox strict", wl), ohw("nsbox strict, guarded mode", wl)
+        if None not in (r, g):
+            out["strict's restricted mode (RestrictedPython) instead of guarded, " + what] = {
+                "ms": r - g, "how": "strict - strict guarded (%s)" % wl}
     out.update(netbench.costs(oh, ohw))
     return out
 
