@@ -120,7 +120,8 @@ func TestSlowCallerKeepsOutput(t *testing.T) {
 	}
 	cmd := exec.Command(nsboxBin, "run", "--policy", "default", "--timeout", "20s", "--output-limit", "64KiB",
 		"-c", `import sys; sys.stdout.write("x" * 70000)`)
-	cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+t.TempDir())
+	state := t.TempDir()
+	cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+state, "NSBOX_AUDIT_DB="+filepath.Join(state, "audit.db"))
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = w, &stderr
 	if err := cmd.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,7 +41,8 @@ func onTerminal(t *testing.T, args ...string) (string, int) {
 	master, slave := openPTY(t)
 	defer master.Close()
 	cmd := exec.Command(nsboxBin, args...)
-	cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+t.TempDir())
+	state := t.TempDir()
+	cmd.Env = append(os.Environ(), "NSBOX_STATE_DIR="+state, "NSBOX_AUDIT_DB="+filepath.Join(state, "audit.db"))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, slave, slave
 	var got bytes.Buffer
 	done := make(chan struct{})
