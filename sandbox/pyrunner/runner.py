@@ -62,6 +62,14 @@ _bootstrap_resolve = _modules["_frozen_importlib"]._resolve_name
 _BOOTSTRAP_GLOBALS = vars(_modules["_frozen_importlib"])
 _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
+
+
+class _Bound:
+    def method(self):
+        """Gives the type of a bound method (types.MethodType)."""
+
+
+_MethodType = type(_Bound().method)
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
 
@@ -1256,7 +1264,6 @@ class _State:
     sources = {}        # filename -> linecache entry of the program's code (each cell's)
     private = set()     # (st_dev, st_ino) of the runner's pipes besides the report
     ub = None           # the user's builtins dict
-    running = False     # set right before the program starts
     user_files = set()  # filenames of user code (the program, user compiles)
     busy = set()        # thread idents inside the hook (no re-entry)
     views = {}          # id(module) -> view
@@ -1479,10 +1486,78 @@ def _check_network(proxy, event, args, frame):
     raise PermissionError(13, "%s (the policy nsbox runs under)" % detail)
 
 
+def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
+          RG=None, PG=None, REST=None, RECORD=None, TYPE=None, FT=None, GETFRAME=None,
+          PE=None, VE=None):
+    """The audit hook's first half (invariant 1): the denied events, and the
+    runner's functions read-only. Its state is its defaults, set once by
+    _arm and immutable (frozensets, tuples of str, and functions whose
+    code and defaults are refused here): it reads no global, no builtin
+    and nothing a program can change, and it raises before anything else
+    runs, so no state of the runner's switches it off. The rest of the
+    checks is REST (_hook)."""
+    if event not in W:
+        return
+    if event in D:
+        try:
+            frame = GETFRAME(1)
+        except VE:  # raised by C code with no Python frame (a new thread)
+            frame = None
+        for name, pre, post in LINES:
+            if name == event:
+                RECORD(pre, post, frame)
+        raise PE("%s is not allowed by the policy nsbox runs under" % event)
+    if event == "object.__setattr__" or event == "object.__delattr__":
+        # A function's __code__, __defaults__ or __kwdefaults__: the
+        # runner's own (its globals, or the program's trampoline's) are
+        # what this hook and the checks run.
+        obj = args[0]
+        if TYPE(obj) is FT and (obj.__globals__ is RG or obj.__globals__ is PG):
+            try:
+                frame = GETFRAME(1)
+            except VE:
+                frame = None
+            RECORD(SETLINE[0], SETLINE[1], frame)
+            raise PE("the runner's functions are read-only under nsbox")
+        return
+    REST(event, args)
+
+
+def _record(pre, post, frame, FD=-1, IDENT=(), FSTAT=None, WRITE=None, EXIT=None,
+            CODE=1, UB=None, PG=None, OSE=None, MV=None, LOST=b""):
+    """Write one violation line for _core: pre, the line number in the
+    program (its nearest frame that runs with its builtins), post. Its
+    state is its defaults, as _core's. No de-duplication, no cap: a
+    count or a set would be state a program can fill; the supervisor
+    keeps a bounded copy of the report. If the report fd is no longer
+    the report pipe (the program closed or replaced it), the violation
+    cannot be told: the process ends at once, with the policy exit code,
+    and says why on stderr."""
+    line = 0
+    f = frame
+    while f is not None:
+        if f.f_builtins is UB and f.f_globals is not PG:
+            line = f.f_lineno or 0
+            break
+        f = f.f_back
+    data = MV(("%s%d%s\n" % (pre, line, post)).encode("ascii"))
+    try:
+        st = FSTAT(FD)
+        if (st.st_dev, st.st_ino) != IDENT:
+            raise OSE("the report fd is not the report pipe")
+        while data:
+            data = data[WRITE(FD, data):]
+    except OSE:
+        try:
+            WRITE(2, LOST)
+        finally:
+            EXIT(CODE)
+
+
 def _hook(event, args):
     """The audit hook (PEP 578). Installed before user code runs; Python code
     cannot remove it. It sees every event of every thread."""
-    if not _State.running or event not in _State.watch:
+    if event not in _State.watch:
         return
     if event in _PLAIN and _plain(event, args):
         return
@@ -1492,15 +1567,10 @@ def _hook(event, args):
     _State.busy.add(tid)
     try:
         try:
-            frame = _getframe(1)
+            frame = _getframe(2)  # called by _core, called by the interpreter
         except ValueError:  # raised by C code with no Python frame (a new thread)
             frame = None
         cfg = _State.cfg
-        if event in cfg.deny_events:
-            _violate("event", event, "audit event %r is denied by the policy" % event,
-                     frame)
-            raise PermissionError("%s is not allowed by the policy nsbox runs under"
-                                  % event)
         if cfg.proxy is not None and event in NET_EVENTS:
             _check_network(cfg.proxy, event, args, frame)
         if event == "open":
@@ -1996,7 +2066,6 @@ def _end(main, code, sig=0):
     if not _flush():
         code = EXIT_FLUSH
     # The runner's own last steps: nothing below is the program's.
-    _State.running = False
     if sig:
         _signal.signal(sig, _signal.SIG_DFL)
         _kill(_getpid(), sig)
@@ -2076,9 +2145,37 @@ def _arm(cfg, report, lines):
     _plant_lines()  # now if linecache is loaded already, else when it is
 
     # The hook last: it cannot be removed, and from here on every event is
-    # the program's.
-    sys.addaudithook(_hook)
+    # checked.
+    _install(cfg, report)
     return main
+
+
+def _install(cfg, report):
+    """Install the audit hook (guard.py, invariant 1): _core and _record
+    made anew with the run's state as their defaults, and handed to
+    CPython as operator.call bound to _core. That bound method has no
+    attributes of its own and takes none (its __cantrace__ is looked up on
+    operator.call, a builtin), so CPython never traces the hook: a trace
+    function can neither see nor change its locals."""
+    function = type(_core)
+    lost = ("nsbox runner: the program closed or replaced the report channel, then "
+            "did something the policy refuses: the run ends here\n").encode("ascii")
+    record = function(_record.__code__, _RG, "_record", (
+        report.fd, report.ident, posix.fstat, posix.write, posix._exit, cfg.exit_policy,
+        _State.ub, _PG, OSError, memoryview, lost))
+    lines = tuple(
+        (e, '{"kind":"event","name":%s,"line":' % _esc(e),
+         ',"col":0,"detail":%s}' % _esc("audit event %r is denied by the policy" % e))
+        for e in sorted(cfg.deny_events))
+    setline = ('{"kind":"event","name":"object.__setattr__","line":',
+               ',"col":0,"detail":%s}' % _esc(
+                   "the runner's functions are read-only: their code and defaults "
+                   "cannot be changed"))
+    watch = _State.watch | {"object.__setattr__", "object.__delattr__"}
+    core = function(_core.__code__, _RG, "_core", (
+        watch, cfg.deny_events, lines, setline, _RG, _PG, _hook, record, type, function,
+        _getframe, PermissionError, ValueError))
+    sys.addaudithook(_MethodType(_operator.call, core))
 
 
 # ----------------------------------------------------------------------
@@ -2185,7 +2282,6 @@ def _session(cfg, report, cellfd):
     # The guard armed once, as a run arms it; the hook stays, and the
     # program's __main__ lives as long as the session.
     main = _arm(cfg, report, None)
-    _State.running = True
     report.send(_dumps({"kind": "ready"}))
     # Between cells SIGINT is ignored: an interrupt meant for a cell that
     # just ended must not end the next, nor the runner. A cell runs with
@@ -2484,7 +2580,6 @@ def _run(cfg, report, codes, lines):
     (ending.py)."""
     main = _arm(cfg, report, lines)
     _freeze()
-    _State.running = True
     body, final = codes
     code, sig = 0, 0
     try:

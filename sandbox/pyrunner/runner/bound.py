@@ -45,6 +45,14 @@ _bootstrap_resolve = _modules["_frozen_importlib"]._resolve_name
 _BOOTSTRAP_GLOBALS = vars(_modules["_frozen_importlib"])
 _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
+
+
+class _Bound:
+    def method(self):
+        """Gives the type of a bound method (types.MethodType)."""
+
+
+_MethodType = type(_Bound().method)
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
 

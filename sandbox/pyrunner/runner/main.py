@@ -15,7 +15,6 @@ from .bound import _real_import
 from .config import _fail, _load_config
 from .display import _display, _Outputs
 from .ending import _end, _exit_code, _freeze
-from .guard import _State
 from .jsonw import _dumps
 from .mplcache import _seed_matplotlib
 from .report import _Report
@@ -82,7 +81,6 @@ def _run(cfg, report, codes, lines):
     (ending.py)."""
     main = _arm(cfg, report, lines)
     _freeze()
-    _State.running = True
     body, final = codes
     code, sig = 0, 0
     try:

@@ -32,7 +32,6 @@ def _session(cfg, report, cellfd):
     # The guard armed once, as a run arms it; the hook stays, and the
     # program's __main__ lives as long as the session.
     main = _arm(cfg, report, None)
-    _State.running = True
     report.send(_dumps({"kind": "ready"}))
     # Between cells SIGINT is ignored: an interrupt meant for a cell that
     # just ended must not end the next, nor the runner. A cell runs with
