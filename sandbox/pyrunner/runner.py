@@ -1242,6 +1242,10 @@ MACHINERY_MODULES = frozenset((
 # Writable whatever the policy says: nothing is stored there.
 WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
 _AST_FILE = _STDLIB + "/ast.py"
+# The stdlib modules that import a module by a name they were given
+# (_import_origin): help() is _sitebuiltins._Helper calling pydoc.
+BY_NAME_FILES = frozenset((_STDLIB + "/pydoc.py", _STDLIB + "/pkgutil.py",
+                           "<frozen _sitebuiltins>"))
 
 
 def _import_name_op():
@@ -1323,23 +1327,33 @@ def _origin(frame):
 
 def _import_origin(frame):
     """Who asked for a module load: "guard" (the guarded __import__ already
-    decided), "user" or "internal". A load that C code makes on the user's
-    behalf (datetime.strptime importing _strptime) is internal: it names a
-    fixed module, and the real __import__ is out of the user's reach."""
-    entry = None  # the outermost machinery frame so far
+    decided), "user" or "internal" (library code importing what it needs).
+    A load is the user's when the first frame below the import machinery
+    is user code, however it got there (an import statement, __import__,
+    the real builtins.__import__): the frame it comes from never makes an
+    unchecked import internal. Frames of the modules that import a name
+    they were given (pydoc's help and locate, pkgutil.resolve_name) are
+    skipped as the machinery's are, so that what help("name") loads is
+    checked as the program's."""
     while frame is not None:
         if frame.f_globals is _RG:
             return "guard"
-        if not _is_machinery(frame):
+        if not _is_machinery(frame) and not _imports_by_name(frame):
             break
-        entry = frame
         frame = frame.f_back
     if frame is None or not _is_user(frame):
         return "internal"
-    if frame.f_code.co_code[frame.f_lasti] == IMPORT_NAME:
-        return "user"  # an import statement run with the real __import__
-    return "user" if entry is not None and entry.f_code.co_name not in (
-        "_find_and_load", "_handle_fromlist") else "internal"
+    return "user"
+
+
+def _imports_by_name(frame):
+    """Whether frame runs a function of pydoc, pkgutil or _sitebuiltins
+    (help), modules that import a module by a name given to them. Their
+    module bodies are not: what they import for themselves is theirs."""
+    if _is_user(frame):
+        return False
+    code = frame.f_code
+    return code.co_filename in BY_NAME_FILES and code.co_name != "<module>"
 
 
 def _where(frame):
@@ -1720,7 +1734,18 @@ def _user_builtins(cfg):
         ub["__import__"] = _guard_import
     for name in cfg.deny_builtins - {"open", "__import__"}:
         ub[name] = _Denied(name)
+    if "help" in ub and cfg.allow is not None and "pydoc" not in cfg.allow:
+        ub["help"] = _help_refused
     return ub
+
+
+def _help_refused(*args, **kwargs):
+    """help() where the policy refuses pydoc, which help() runs (and which
+    imports whatever name it is given)."""
+    _violate("import", "pydoc", "help() runs pydoc, which the policy does not allow",
+             _getframe(1))
+    raise ImportError("help() needs pydoc, which the policy nsbox runs under does not "
+                      "allow", name="pydoc")
 
 
 def _guard_import(name, globals=None, locals=None, fromlist=(), level=0):

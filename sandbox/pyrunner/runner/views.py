@@ -26,7 +26,18 @@ def _user_builtins(cfg):
         ub["__import__"] = _guard_import
     for name in cfg.deny_builtins - {"open", "__import__"}:
         ub[name] = _Denied(name)
+    if "help" in ub and cfg.allow is not None and "pydoc" not in cfg.allow:
+        ub["help"] = _help_refused
     return ub
+
+
+def _help_refused(*args, **kwargs):
+    """help() where the policy refuses pydoc, which help() runs (and which
+    imports whatever name it is given)."""
+    _violate("import", "pydoc", "help() runs pydoc, which the policy does not allow",
+             _getframe(1))
+    raise ImportError("help() needs pydoc, which the policy nsbox runs under does not "
+                      "allow", name="pydoc")
 
 
 def _guard_import(name, globals=None, locals=None, fromlist=(), level=0):
