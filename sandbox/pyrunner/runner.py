@@ -49,6 +49,7 @@ _readlink = posix.readlink
 _getcwd = posix.getcwd
 _fspath = posix.fspath
 _getframe = sys._getframe
+_audit = sys.audit
 _get_ident = _thread.get_ident
 _real_import = builtins.__import__
 _real_attrgetter = _operator.attrgetter
@@ -1244,6 +1245,17 @@ WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
 _AST_FILE = _STDLIB + "/ast.py"
 # The stdlib modules that import a module by a name they were given
 # (_import_origin): help() is _sitebuiltins._Helper calling pydoc.
+# Extension modules whose load would undo the Python layer, refused by
+# _core whoever loads them unless the allowlist names them (or ctypes,
+# for _ctypes): native calls and memory (_ctypes), a process without an
+# audit event (_posixsubprocess.fork_exec: views.py hands a stub instead),
+# an interpreter without this hook (_xxsubinterpreters), CPython's test
+# modules (raw C API access).
+RAW_MODULES = frozenset((
+    "_ctypes", "_ctypes_test", "_posixsubprocess", "_xxsubinterpreters",
+    "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testbuffer",
+    "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase",
+    "_xxtestfuzz"))
 BY_NAME_FILES = frozenset((_STDLIB + "/pydoc.py", _STDLIB + "/pkgutil.py",
                            "<frozen _sitebuiltins>"))
 
@@ -1501,8 +1513,9 @@ def _check_network(proxy, event, args, frame):
 
 
 def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
-          RG=None, PG=None, REST=None, RECORD=None, TYPE=None, FT=None, GETFRAME=None,
-          PE=None, VE=None):
+          RAW=frozenset(), RAWLINE=("", "", "", ""), RG=None, PG=None, REST=None,
+          RECORD=None, TYPE=None, FT=None, STR=None, GETFRAME=None, PE=None, VE=None,
+          IE=None):
     """The audit hook's first half (invariant 1): the denied events, and the
     runner's functions read-only. Its state is its defaults, set once by
     _arm and immutable (frozensets, tuples of str, and functions whose
@@ -1521,6 +1534,17 @@ def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
             if name == event:
                 RECORD(pre, post, frame)
         raise PE("%s is not allowed by the policy nsbox runs under" % event)
+    if event == "import" and TYPE(args[0]) is STR and args[0].rpartition(".")[2] in RAW:
+        # An extension module that would undo the rest (RAW_MODULES), by
+        # the name its init function has: loaded by anyone, refused.
+        try:
+            frame = GETFRAME(1)
+        except VE:
+            frame = None
+        name = args[0].rpartition(".")[2]
+        RECORD(RAWLINE[0] + name + RAWLINE[1], RAWLINE[2] + name + RAWLINE[3], frame)
+        raise IE("import of %r is not allowed by the policy nsbox runs under" % name,
+                 name=args[0])
     if event == "object.__setattr__" or event == "object.__delattr__":
         # A function's __code__, __defaults__ or __kwdefaults__: the
         # runner's own (its globals, or the program's trampoline's) are
@@ -1746,6 +1770,22 @@ def _help_refused(*args, **kwargs):
              _getframe(1))
     raise ImportError("help() needs pydoc, which the policy nsbox runs under does not "
                       "allow", name="pydoc")
+
+
+def _stub_posixsubprocess(cfg):
+    """Where the policy denies subprocess.Popen, the program's
+    _posixsubprocess is a stub, registered before anything loads the
+    extension (whose fork_exec starts a process without any audit event),
+    and _core refuses to load the real one (guard.py, RAW_MODULES). The
+    stub's fork_exec raises the subprocess.Popen event, which the hook
+    refuses and reports; subprocess itself imports as usual. A preload
+    that loaded the extension already leaves it in place (doc.go, Limits)."""
+    if "subprocess.Popen" not in cfg.deny_events or "_posixsubprocess" in _modules:
+        return
+    stub = _ModuleType("_posixsubprocess", "nsbox: fork_exec raises the audit event "
+                       "subprocess.Popen, which the policy denies")
+    stub.fork_exec = _MethodType(_audit, "subprocess.Popen")
+    _modules["_posixsubprocess"] = stub
 
 
 def _guard_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -2168,6 +2208,7 @@ def _arm(cfg, report, lines):
     _modules["__main__"] = main
     sys.argv = [cfg.filename]
     _plant_lines()  # now if linecache is loaded already, else when it is
+    _stub_posixsubprocess(cfg)
 
     # The hook last: it cannot be removed, and from here on every event is
     # checked.
@@ -2196,10 +2237,17 @@ def _install(cfg, report):
                ',"col":0,"detail":%s}' % _esc(
                    "the runner's functions are read-only: their code and defaults "
                    "cannot be changed"))
+    allow = cfg.allow
+    raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
+                    and not (n == "_ctypes" and "ctypes" in allow)
+                    or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
+    rawline = ('{"kind":"import","name":"', '","line":',
+               ',"col":0,"detail":"the extension module ',
+               ' would undo the policy\'s Python layer: refused whoever loads it"}')
     watch = _State.watch | {"object.__setattr__", "object.__delattr__"}
     core = function(_core.__code__, _RG, "_core", (
-        watch, cfg.deny_events, lines, setline, _RG, _PG, _hook, record, type, function,
-        _getframe, PermissionError, ValueError))
+        watch, cfg.deny_events, lines, setline, raw, rawline, _RG, _PG, _hook, record,
+        type, function, str, _getframe, PermissionError, ValueError, ImportError))
     sys.addaudithook(_MethodType(_operator.call, core))
 
 

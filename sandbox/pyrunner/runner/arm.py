@@ -7,11 +7,13 @@ import posix
 import sys
 
 from .bound import _PG, _getframe, _MethodType, _ModuleType, _modules
-from .guard import _RG, _State, _add_source, _core, _hook, _plant_lines, _record
+from .guard import (RAW_MODULES, _RG, _State, _add_source, _core, _hook, _plant_lines,
+                    _record)
 from .network import NET_EVENTS
 from .report import _esc
 from .views import (_FORMATTER, _attrgetter, _guard_import_module,
-                    _guard_importlib_import, _methodcaller, _user_builtins)
+                    _guard_importlib_import, _methodcaller, _stub_posixsubprocess,
+                    _user_builtins)
 
 
 
@@ -54,6 +56,7 @@ def _arm(cfg, report, lines):
     _modules["__main__"] = main
     sys.argv = [cfg.filename]
     _plant_lines()  # now if linecache is loaded already, else when it is
+    _stub_posixsubprocess(cfg)
 
     # The hook last: it cannot be removed, and from here on every event is
     # checked.
@@ -82,8 +85,15 @@ def _install(cfg, report):
                ',"col":0,"detail":%s}' % _esc(
                    "the runner's functions are read-only: their code and defaults "
                    "cannot be changed"))
+    allow = cfg.allow
+    raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
+                    and not (n == "_ctypes" and "ctypes" in allow)
+                    or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
+    rawline = ('{"kind":"import","name":"', '","line":',
+               ',"col":0,"detail":"the extension module ',
+               ' would undo the policy\'s Python layer: refused whoever loads it"}')
     watch = _State.watch | {"object.__setattr__", "object.__delattr__"}
     core = function(_core.__code__, _RG, "_core", (
-        watch, cfg.deny_events, lines, setline, _RG, _PG, _hook, record, type, function,
-        _getframe, PermissionError, ValueError))
+        watch, cfg.deny_events, lines, setline, raw, rawline, _RG, _PG, _hook, record,
+        type, function, str, _getframe, PermissionError, ValueError, ImportError))
     sys.addaudithook(_MethodType(_operator.call, core))

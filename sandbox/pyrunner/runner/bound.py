@@ -32,6 +32,7 @@ _readlink = posix.readlink
 _getcwd = posix.getcwd
 _fspath = posix.fspath
 _getframe = sys._getframe
+_audit = sys.audit
 _get_ident = _thread.get_ident
 _real_import = builtins.__import__
 _real_attrgetter = _operator.attrgetter

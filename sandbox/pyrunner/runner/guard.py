@@ -118,6 +118,17 @@ WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
 _AST_FILE = _STDLIB + "/ast.py"
 # The stdlib modules that import a module by a name they were given
 # (_import_origin): help() is _sitebuiltins._Helper calling pydoc.
+# Extension modules whose load would undo the Python layer, refused by
+# _core whoever loads them unless the allowlist names them (or ctypes,
+# for _ctypes): native calls and memory (_ctypes), a process without an
+# audit event (_posixsubprocess.fork_exec: views.py hands a stub instead),
+# an interpreter without this hook (_xxsubinterpreters), CPython's test
+# modules (raw C API access).
+RAW_MODULES = frozenset((
+    "_ctypes", "_ctypes_test", "_posixsubprocess", "_xxsubinterpreters",
+    "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testbuffer",
+    "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase",
+    "_xxtestfuzz"))
 BY_NAME_FILES = frozenset((_STDLIB + "/pydoc.py", _STDLIB + "/pkgutil.py",
                            "<frozen _sitebuiltins>"))
 
@@ -375,8 +386,9 @@ def _check_network(proxy, event, args, frame):
 
 
 def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
-          RG=None, PG=None, REST=None, RECORD=None, TYPE=None, FT=None, GETFRAME=None,
-          PE=None, VE=None):
+          RAW=frozenset(), RAWLINE=("", "", "", ""), RG=None, PG=None, REST=None,
+          RECORD=None, TYPE=None, FT=None, STR=None, GETFRAME=None, PE=None, VE=None,
+          IE=None):
     """The audit hook's first half (invariant 1): the denied events, and the
     runner's functions read-only. Its state is its defaults, set once by
     _arm and immutable (frozensets, tuples of str, and functions whose
@@ -395,6 +407,17 @@ def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
             if name == event:
                 RECORD(pre, post, frame)
         raise PE("%s is not allowed by the policy nsbox runs under" % event)
+    if event == "import" and TYPE(args[0]) is STR and args[0].rpartition(".")[2] in RAW:
+        # An extension module that would undo the rest (RAW_MODULES), by
+        # the name its init function has: loaded by anyone, refused.
+        try:
+            frame = GETFRAME(1)
+        except VE:
+            frame = None
+        name = args[0].rpartition(".")[2]
+        RECORD(RAWLINE[0] + name + RAWLINE[1], RAWLINE[2] + name + RAWLINE[3], frame)
+        raise IE("import of %r is not allowed by the policy nsbox runs under" % name,
+                 name=args[0])
     if event == "object.__setattr__" or event == "object.__delattr__":
         # A function's __code__, __defaults__ or __kwdefaults__: the
         # runner's own (its globals, or the program's trampoline's) are
