@@ -87,7 +87,6 @@ def _install(cfg, report):
                    "cannot be changed"))
     allow = cfg.allow
     raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
-                    and not (n == "_ctypes" and "ctypes" in allow)
                     or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
     rawline = ('{"kind":"import","name":"', '","line":',
                ',"col":0,"detail":"the extension module ',
