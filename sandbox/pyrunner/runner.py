@@ -2,7 +2,7 @@
 #
 # nsbox's Python runner as it ships: the modules of sandbox/pyrunner/runner
 # joined into one module (one code object, one globals dict: see guard.py,
-# invariant 2). Edit the modules, then run  go generate ./sandbox/pyrunner/
+# invariant 5). Edit the modules, then run  go generate ./sandbox/pyrunner/
 
 import _ast
 import _frozen_importlib
@@ -76,7 +76,7 @@ _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
 
 # The program's side of the runner: a frame whose globals are _PG runs as
 # the program (its builtins are the program's). _arm puts there the one
-# function _as_program calls through. guard.py, invariant 7.
+# function _as_program calls through. guard.py, invariant 11.
 _PG = {}
 
 
@@ -1136,73 +1136,133 @@ def _net_refusal(proxy, event, args):
 
 """The guard: the runner's fence while the program runs.
 
-Here: the audit hook (PEP 578), the import checks, the open checks and the
-checks on code compiled at run time; under a proxy, the hook also asks
-network.py about socket events. In views.py: what the program is
+Here: the audit hook (PEP 578), in two halves. _core, the first, decides
+from state captured when it was installed: the denied events, the
+extension modules that would undo the layer (RAW_MODULES), and the
+runner's functions read-only. _hook, the rest, holds the import checks,
+the open checks, the checks on code compiled at run time and, under a
+proxy, the network check (network.py). In views.py: what the program is
 handed instead of the real thing (its __import__, stubs for denied
-builtins, module views, guarded gadgets). main.py's _run installs both.
+builtins and for help, module views, guarded gadgets, the
+_posixsubprocess stub). arm.py installs both.
 
 INVARIANTS. Each one, broken, opens a way around the layer that nothing
 else reports. They are defended by the bypass suite: after any change to
-bound.py, guard.py, views.py or main.py, run
+bound.py, guard.py, views.py, arm.py or main.py, run
 
     go test -race -count=1 ./sandbox/pyrunner/
 
-(TestBypassAttempts in bypass_test.go, runner_test.go, internals_test.go,
-allowlists_test.go; the real interpreter, no sandbox), then in real
-sandboxes tests/allowlist_test.go and tests/site_test.go:
+(TestBypassAttempts in bypass_test.go, state_test.go, runner_test.go,
+internals_test.go, allowlists_test.go; the real interpreter, no
+sandbox), then in real sandboxes tests/allowlist_test.go,
+tests/runner_state_test.go and tests/site_test.go:
 
     make build && NSBOX_BIN=$PWD/bin/nsbox go test -tags netgo,osusergo,\
 sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
--run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation' ./tests/
+-run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation|RunnerState' ./tests/
 
-1. Names bound at start-up. Whatever the checks call while the program runs
-   is bound before the program's first line (bound.py, and the module-level
-   names here and in views.py), never looked up at call time on a module
-   the program can reach: a program that replaces posix.write,
-   sys._getframe, builtins.__import__ or operator.attrgetter changes what
-   it calls, not what the runner calls. The lookups left on posix and sys
+1. The first half holds whatever the program reaches. Under a policy that
+   hands out sys, gc, inspect or frames (default, datasci) the program
+   reaches every object of the runner: its globals, _State, the config,
+   every function. So _core and _record keep their state in their
+   defaults, set once by _install (arm.py): frozensets, tuples of str,
+   ints, builtins and runner functions. They load no global and no
+   builtin, have no closure and no keyword-only defaults (a dict), and
+   call only what they were given (state_test.go checks their code).
+   Setting __code__, __defaults__ or __kwdefaults__ of a function is
+   audited, and _core refuses it for every function whose globals are
+   the runner's (or _PG). Replacing entries of the runner's globals,
+   builtins, posix or sys changes what the rest runs, never what _core
+   decides. Classes are not read-only (setting a class attribute raises no
+   event): nothing in _core or _record is a class or an instance.
+   CPython runs the hook as operator.call bound to _core: a bound method
+   of a builtin, which has no attributes and takes none, so __cantrace__
+   is never true, no trace or profile function runs inside the hook, and
+   none can see or change its locals. _core checks a denied event before
+   anything else runs, with no re-entrancy mark or flag to skip it; it
+   reports with _record, which writes with the posix.write and fd bound at
+   install, without de-duplication or a cap (a set or a count would be
+   state to fill; the supervisor keeps a bounded copy). If the report fd
+   is no longer the report pipe when a refusal must be reported (the
+   program closed or replaced it), _record ends the process with the
+   policy exit code and says why on stderr; the supervisor records that.
+   What _core raises is never decided by code the program controls: it
+   compares exact str from the interpreter, and never calls isinstance,
+   a path function or an import.
+
+2. What the first half refuses whoever asks. A denied event fails for
+   every frame, the runner's included. An extension module in RAW_MODULES
+   (by the name its init function has: a spec named x._ctypes loads
+   _ctypes) fails to load unless the allowlist names it: native calls and
+   memory (_ctypes), an interpreter without this hook
+   (_xxsubinterpreters), CPython's test modules, and, where the policy
+   denies subprocess.Popen, _posixsubprocess, whose fork_exec starts a
+   process without any audit event. For that one the program finds a
+   stub (views.py) registered before anything loads the extension, whose
+   fork_exec raises subprocess.Popen. A module loaded before the hook (a
+   preload: datasci's numpy loads ctypes, matplotlib loads subprocess)
+   stays as it is and is reachable (doc.go, Limits).
+
+3. The rest is advisory where the program reaches the runner. _hook and
+   the checks it calls read _State, the config and the runner's globals,
+   all of which a program reaches under default: such a program can
+   switch off the import check, the write check, the compile check and
+   the network check (not the first half). Under strict_attrs nothing of
+   the runner is reachable (underscore names, frames, gc and sys are
+   refused), and the rest holds as written here.
+
+4. Names bound at start-up. Whatever the rest calls while the program
+   runs is bound before the program's first line (bound.py, and the
+   module-level names here and in views.py), never looked up at call time
+   on a module the program can reach. The lookups left on posix and sys
    (posix.stat and posix.fstat in the open check, sys.stderr,
-   sys.getfilesystemencoding) reach modules that only a policy allowing os,
-   posix or sys hands over, and such a policy lets the program write the
-   report fd anyway (doc.go, Limits). What is taken on first use
+   sys.getfilesystemencoding) reach modules that only a policy allowing
+   os, posix or sys hands over. What is taken on first use
    (importlib.import_module, string.Formatter.get_field, the code of
    ast.parse, linecache) comes from the real modules, and a program that
    swapped it first changes only what its own checked call then runs.
 
-2. Frame identity. A frame is the runner's own if and only if its globals
+5. Frame identity. A frame is the runner's own if and only if its globals
    are _RG. The shipped runner is one code object (the bundle,
-   __init__.py), so all its modules share that one dict. The guard skips
+   __init__.py), so all its modules share that one dict. The rest skips
    the runner's frames to find who asked (_origin, _import_origin,
    _where), tracebacks drop them (tracebacks.py), and the frame-attribute
    check lets the runner read frames. Never tell the runner's frames by
-   code object, file or function name: the program controls those. To run
-   code in _RG it must first reach the runner's globals (__globals__ of a
-   function it was handed), which strict_attrs refuses; without
-   strict_attrs object graphs are open anyway (doc.go, Limits).
+   code object, file or function name: the program controls those.
 
-3. Re-entrancy. The hook's own work raises audit events (compiling a
-   string the program compiles, realpath's lstat, importing linecache).
-   _State.busy holds the ident of each thread inside the hook, and that
-   thread's events pass unchecked until the hook returns (the mark is
-   dropped in a finally). The mark is per thread: other threads are still
-   checked meanwhile. Only _load_linecache drops it early, on purpose, so
-   that the linecache import it starts is watched like any other.
+6. Whose import. A module load is the program's when the first frame
+   below the import machinery (and below pydoc's, pkgutil's and help's
+   functions, which import names they were given: BY_NAME_FILES) is user
+   code, however the load was asked for: an import statement, __import__,
+   the real builtins.__import__, help("name"). Only library code asking
+   for a module loads it unchecked; the frame a load comes from never
+   makes the program's own load internal.
 
-4. The status line before user code. The program is read whole, as bytes,
+7. Re-entrancy (the rest only). The rest's own work raises audit events
+   (compiling a string the program compiles, realpath's lstat, importing
+   linecache). _State.busy holds the ident of each thread inside _hook,
+   and that thread's events pass the rest unchecked until it returns.
+   Only _load_linecache drops it early, on purpose, so that the linecache
+   import it starts is watched like any other. _core does not look at
+   it: denied events and raw modules are refused inside the rest's work
+   too.
+
+8. The status line before user code. The program is read whole, as bytes,
    and checked (static.py), and exactly one status line is written,
    before the program's builtins and the hook are installed and its first
    line runs (main.py). The report fd is close-on-exec and written with
    the posix.write bound at start-up; the open check refuses to open it
    again by number, dup or /proc path. So the status line is always the
-   runner's; a policy allowing os can only forge runtime lines.
+   runner's. A policy allowing os can write the report fd with os.write
+   and forge runtime lines (doc.go, Limits); a line it spoils or leaves
+   unfinished is recorded as a violation by the Go parser.
 
-5. The hook is installed right before the program runs and cannot be
-   removed; _State.running is set after it, so the runner's own start-up
-   is not checked and every event of the program's is.
+9. The hook is installed right before the program runs, last in _arm, and
+   cannot be removed; from then on every event is checked.
 
-6. The hook looks only at the events in _State.watch (main.py's _run sets
-   it): an event a check handles must be in it. The fast path (_plain) then
+10. The rest looks only at the events in _State.watch (_arm sets it;
+   _core also watches object.__setattr__ and object.__delattr__): an
+   event a check handles must be in it. The fast path (_plain) then
    decides from an event's arguments alone, before any frame is read
    (reading f_code is itself an audited event): it may skip only what the
    arguments prove harmless. Never a denied event; "open" only for an
@@ -1213,17 +1273,17 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    "exec" only when there is no allowlist. "compile", "object.__getattr__"
    and every denied event always get the full check.
 
-7. Sessions (session.py). The hook is armed once, before the first cell,
-   and _State.running stays set: threads and handlers of earlier cells may
-   run at any time, so the runner's own work between cells (reading a
-   frame, checking and compiling a cell) is told apart by frame identity
-   alone (invariant 2): its compile events come from _RG frames, its
-   imports have an _RG frame as origin. The runner calls the program's
-   objects (a value's repr, _repr_html_, figures, sys.stdout) only through
-   _as_program (bound.py), from a frame whose globals are _PG and whose
-   builtins are the program's: they run, and are checked, as the program,
-   and _where and tracebacks skip that frame. In a session every report
-   line after the first cell starts can be the program's (doc.go).
+11. Sessions (session.py). The hook is armed once, before the first cell:
+   threads and handlers of earlier cells may run at any time, so the
+   runner's own work between cells (reading a frame, checking and
+   compiling a cell) is told apart by frame identity alone (invariant 5):
+   its compile events come from _RG frames, its imports have an _RG frame
+   as origin. The runner calls the program's objects (a value's repr,
+   _repr_html_, figures, sys.stdout) only through _as_program (bound.py),
+   from a frame whose globals are _PG and whose builtins are the
+   program's: they run, and are checked, as the program, and _where and
+   tracebacks skip that frame. In a session every report line after the
+   first cell starts can be the program's (doc.go).
 """
 
 _RG = globals()  # a frame whose globals are this dict is the runner's own
@@ -1635,7 +1695,7 @@ def _hook(event, args):
             # A module's source compiled by importlib is checked as a module
             # load (the "exec" event), not as code compiled at run time; an
             # ast.parse() makes no code (compiling its tree is an event too).
-            # The runner compiling a cell (invariant 7) is not the program.
+            # The runner compiling a cell (invariant 11) is not the program.
             if (frame.f_globals is not _RG and not _is_machinery(frame)
                     and not _is_ast_parse(frame.f_code)):
                 _check_compiled(args[0], args[1], _origin(frame))
@@ -1659,7 +1719,7 @@ def _plain(event, args):
     from its arguments alone, before the hook looks at frames: the bulk of
     the events a library import raises (reading its files, loading allowed
     modules). Anything it is not sure of gets the full treatment in _hook;
-    what it may skip is invariant 6 above."""
+    what it may skip is invariant 10 above."""
     cfg = _State.cfg
     if event in cfg.deny_events:
         return False
@@ -1719,7 +1779,7 @@ def _plant_lines():
     """The program's code (each cell's, in a session) into linecache's
     cache, once linecache is loaded. Only a real module's real dict is
     written: the program may have replaced either, and the runner must not
-    call the program's code from its own frame (invariant 7)."""
+    call the program's code from its own frame (invariant 11)."""
     lc = _modules.get("linecache")
     cache = lc.__dict__.get("cache") if type(lc) is _ModuleType else None
     if type(cache) is not dict:
@@ -1739,10 +1799,11 @@ def _add_source(filename, lines):
 # runner/views.py
 
 """What the program is handed instead of the real thing: its __import__
-(the import guard), stubs for denied builtins, module views under
-strict_attrs, and guarded gadgets (operator.attrgetter and methodcaller,
-string.Formatter, importlib's import functions). Part of the guard: the
-invariants at the top of guard.py hold here too.
+(the import guard), stubs for denied builtins and for help() where pydoc
+is refused, a _posixsubprocess stub where subprocess.Popen is denied,
+module views under strict_attrs, and guarded gadgets (operator.attrgetter
+and methodcaller, string.Formatter, importlib's import functions). Part
+of the guard: the invariants at the top of guard.py hold here too.
 """
 
 # Dunders a module view serves to the interpreter itself (import-from
@@ -1985,7 +2046,7 @@ def _view_set(view, name, value, delete):
 # runner/tracebacks.py
 
 """Tracebacks as python prints them, without the runner's frames (told by
-their globals, _RG and _PG: guard.py, invariants 2 and 7)."""
+their globals, _RG and _PG: guard.py, invariants 5 and 11)."""
 
 
 def _strip(exc, seen):
@@ -2164,7 +2225,7 @@ def _flush():
 # runner/arm.py
 
 """Arming the guard: the program's module and builtins, the guarded
-gadgets, the audit hook (guard.py, invariants 4, 5 and 7). A run arms it
+gadgets, the audit hook (guard.py, invariants 8, 9 and 11). A run arms it
 right before its program; a session once, before its first cell."""
 
 
@@ -2256,7 +2317,7 @@ def _install(cfg, report):
 """Display outputs, as a notebook shows them: the value of a final bare
 expression (its HTML form, then its repr), then every matplotlib figure
 left open, as PNG. Everything here calls the program's objects, so it
-runs as the program (_as_program: guard.py, invariant 7), and what it
+runs as the program (_as_program: guard.py, invariant 11), and what it
 raises is the program's exception."""
 
 OUTPUT_TEXT, OUTPUT_HTML, OUTPUT_PNG = "text/plain", "text/html", "image/png"
@@ -2339,7 +2400,7 @@ def _display_figures(out):
 framed (Go's EncodeCell); each is checked and run in the same __main__,
 so variables, functions, imports and open files persist, and each ends
 with one cell line on the report. _session below is the order, each step
-with its why; guard.py's invariant 7 is what changes for the guard.
+with its why; guard.py's invariant 11 is what changes for the guard.
 """
 
 # Go's MaxCellBytes, kept equal by a Go test: a longer frame is malformed.
@@ -2625,7 +2686,7 @@ def _main():
     # fd 0 is the program's standard input (session.py, _read_program).
     src = _read_program()
     # The static check writes every violation and exactly one status line
-    # before any of the program runs (guard.py, invariant 4); it exits on
+    # before any of the program runs (guard.py, invariant 8); it exits on
     # violations and syntax errors.
     codes, lines = _static(cfg, report, src)
     if cfg.mode == "check":
@@ -2646,7 +2707,7 @@ def _preload(cfg):
 
 def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
-    invariants 4 and 5: nothing of the program has run before this), then
+    invariants 8 and 9: nothing of the program has run before this), then
     its displays when asked for (display.py), written as one outputs line
     after the program; then end as python would, without its teardown
     (ending.py)."""

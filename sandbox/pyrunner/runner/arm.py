@@ -1,5 +1,5 @@
 """Arming the guard: the program's module and builtins, the guarded
-gadgets, the audit hook (guard.py, invariants 4, 5 and 7). A run arms it
+gadgets, the audit hook (guard.py, invariants 8, 9 and 11). A run arms it
 right before its program; a session once, before its first cell."""
 
 import _operator

@@ -59,7 +59,7 @@ _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
 
 # The program's side of the runner: a frame whose globals are _PG runs as
 # the program (its builtins are the program's). _arm puts there the one
-# function _as_program calls through. guard.py, invariant 7.
+# function _as_program calls through. guard.py, invariant 11.
 _PG = {}
 
 

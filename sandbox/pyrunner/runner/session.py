@@ -2,7 +2,7 @@
 framed (Go's EncodeCell); each is checked and run in the same __main__,
 so variables, functions, imports and open files persist, and each ends
 with one cell line on the report. _session below is the order, each step
-with its why; guard.py's invariant 7 is what changes for the guard.
+with its why; guard.py's invariant 11 is what changes for the guard.
 """
 
 import _signal

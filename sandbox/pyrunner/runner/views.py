@@ -1,8 +1,9 @@
 """What the program is handed instead of the real thing: its __import__
-(the import guard), stubs for denied builtins, module views under
-strict_attrs, and guarded gadgets (operator.attrgetter and methodcaller,
-string.Formatter, importlib's import functions). Part of the guard: the
-invariants at the top of guard.py hold here too.
+(the import guard), stubs for denied builtins and for help() where pydoc
+is refused, a _posixsubprocess stub where subprocess.Popen is denied,
+module views under strict_attrs, and guarded gadgets (operator.attrgetter
+and methodcaller, string.Formatter, importlib's import functions). Part
+of the guard: the invariants at the top of guard.py hold here too.
 """
 
 import builtins
