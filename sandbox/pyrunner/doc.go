@@ -238,14 +238,16 @@
 //     is the hook's first half (runner/guard.py, invariants 1 and 2): the
 //     denied events, the raw extension modules (_posixsubprocess, whose
 //     fork_exec raises no audit event, is a stub where subprocess.Popen is
-//     denied; _xxsubinterpreters; CPython's test modules) and the runner's
-//     functions read-only. The import, write, compile and network checks
+//     denied; _ctypes where the allowlist names no package beyond the
+//     standard library; _xxsubinterpreters; CPython's test modules) and
+//     the runner's functions read-only. The import, write, compile and network checks
 //     read state the program can change: against a program that does,
 //     they only record what it does not hide.
-//   - ctypes is not kept out: pandas and numpy import it, so it is loaded
-//     or loadable under the policies that ship them, and code the program
-//     runs as library code (below) loads it under default. Native calls
-//     can do anything in the process, including undo the audit hook.
+//   - Where the allowlist names a package beyond the standard library,
+//     ctypes is not kept out (pandas and numpy import it whatever they use
+//     it for): code the program runs as library code (below) loads it, or
+//     finds it loaded. Native calls can do anything in the process,
+//     including undo the audit hook.
 //   - A module a preload loaded before the hook is armed stays as it is
 //     (datasci's matplotlib loads subprocess and the real _posixsubprocess:
 //     there fork_exec starts a process without an audit event).

@@ -1306,13 +1306,16 @@ _AST_FILE = _STDLIB + "/ast.py"
 # The stdlib modules that import a module by a name they were given
 # (_import_origin): help() is _sitebuiltins._Helper calling pydoc.
 # Extension modules whose load would undo the Python layer, refused by
-# _core whoever loads them unless the allowlist names them: a process
-# without an audit event (_posixsubprocess.fork_exec: views.py hands a
-# stub instead), an interpreter without this hook (_xxsubinterpreters),
-# CPython's test modules (raw C API access). Not _ctypes: pandas and
-# numpy import ctypes whatever they are used for (doc.go, Limits).
+# _core whoever loads them unless the allowlist names them: native calls
+# and memory (_ctypes), a process without an audit event
+# (_posixsubprocess.fork_exec: views.py hands a stub instead), an
+# interpreter without this hook (_xxsubinterpreters), CPython's test
+# modules (raw C API access). _ctypes only where the allowlist names no
+# package beyond the standard library, none of whose modules imports
+# ctypes: pandas and numpy import it whatever they use it for (doc.go,
+# Limits).
 RAW_MODULES = frozenset((
-    "_ctypes_test", "_posixsubprocess", "_xxsubinterpreters",
+    "_ctypes", "_ctypes_test", "_posixsubprocess", "_xxsubinterpreters",
     "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testbuffer",
     "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase",
     "_xxtestfuzz"))
@@ -2299,7 +2302,9 @@ def _install(cfg, report):
                    "the runner's functions are read-only: their code and defaults "
                    "cannot be changed"))
     allow = cfg.allow
+    stdlib_only = allow is not None and allow <= sys.stdlib_module_names
     raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
+                    and (n != "_ctypes" or stdlib_only and "ctypes" not in allow)
                     or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
     rawline = ('{"kind":"import","name":"', '","line":',
                ',"col":0,"detail":"the extension module ',

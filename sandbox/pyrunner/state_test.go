@@ -20,8 +20,9 @@ import (
 // __defaults__ and __kwdefaults__ of every runner function, the hook's
 // __cantrace__, monkeypatches builtins, posix, sys and _thread, and traces
 // every frame, rewriting the locals of the runner's. Each payload is
-// harmless: a forked child that exits at once, shell commands and a
-// fork_exec that would write a canary file. FORKED is written by the
+// harmless: forked children (os.fork, and, tried first, libc's fork
+// through ctypes loaded as library code) that exit at once, shell
+// commands and a fork_exec that would write a canary file. FORKED is written by the
 // parent only if a fork succeeded; the builtins are put back before
 // subprocess.run, which needs them to get as far as starting a process.
 // It prints "attempts done" and how many runner globals dicts, functions
@@ -35,6 +36,22 @@ keep = {"open": open, "print": print, "type": type, "isinstance": isinstance,
         "PermissionError": PermissionError, "BaseException": BaseException,
         "subprocess": sys.modules["subprocess"], "fork_exec": sys.modules["_posixsubprocess"].fork_exec}
 tally = {"changed": 0, "refused": 0}
+
+def ctypes_fork():
+    # ctypes loaded as library code (the code module), then libc's fork.
+    import code
+    code.InteractiveInterpreter().runsource("import ctypes")
+    if "ctypes" not in sys.modules:
+        raise ImportError("no ctypes")
+    pid = sys.modules["ctypes"].CDLL(None).fork()
+    if pid == 0:
+        os._exit(0)
+    open(FORKED, "w").write("forked")
+
+try:
+    ctypes_fork()
+except ImportError:
+    print("refused ctypes_fork ImportError")
 
 def attempt(f):
     try:
@@ -209,12 +226,15 @@ func TestRunnerStateOutOfReach(t *testing.T) {
 			t.Errorf("%s was not refused with PermissionError\n%s", w, r)
 		}
 	}
+	if !strings.Contains(r.stdout, "refused ctypes_fork ImportError\n") {
+		t.Errorf("ctypes was loaded\n%s", r)
+	}
 	got := map[string]bool{}
 	for _, v := range r.report.RuntimeViolations() {
 		got[v.Kind+" "+v.Name] = true
 	}
 	for _, w := range []string{"event os.fork", "event subprocess.Popen", "event os.system",
-		"event os.posix_spawn", "event object.__setattr__"} {
+		"event os.posix_spawn", "event object.__setattr__", "import _ctypes"} {
 		if !got[w] {
 			t.Errorf("no runtime violation %q\n%s", w, r)
 		}
@@ -251,7 +271,7 @@ func TestRawExtensionsRefused(t *testing.T) {
 	requirePython(t)
 	cfg := Config{Mode: ModeRun, Allow: DefaultAllow, DenyBuiltins: DefaultDenyBuiltins,
 		DenyEvents: DefaultDenyEvents}
-	for _, name := range []string{"_xxsubinterpreters", "_testcapi", "_posixsubprocess"} {
+	for _, name := range []string{"_ctypes", "_xxsubinterpreters", "_testcapi", "_posixsubprocess"} {
 		t.Run(name, func(t *testing.T) {
 			prog := "import code, sys\nsys.modules.pop('_posixsubprocess', None)\n" +
 				"code.InteractiveInterpreter().runsource('import " + name + "')\n" +
@@ -264,6 +284,19 @@ func TestRawExtensionsRefused(t *testing.T) {
 				t.Errorf("no violation for %s\n%s", name, r)
 			}
 		})
+	}
+}
+
+// TestCtypesWithPackages: where the allowlist names a package beyond the
+// standard library (pandas imports ctypes), _ctypes loads as before.
+func TestCtypesWithPackages(t *testing.T) {
+	requirePython(t)
+	cfg := Config{Mode: ModeRun, Allow: plus(DefaultAllow, "somepackage"), DenyBuiltins: DefaultDenyBuiltins,
+		DenyEvents: DefaultDenyEvents}
+	r := runProgram(t, cfg, "import code, sys\ncode.InteractiveInterpreter().runsource('import ctypes')\n"+
+		"print('_ctypes' in sys.modules)\n", "")
+	if strings.TrimSpace(r.stdout) != "True" || len(r.report.Violations) != 0 {
+		t.Errorf("ctypes refused\n%s", r)
 	}
 }
 

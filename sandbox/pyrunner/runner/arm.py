@@ -86,7 +86,9 @@ def _install(cfg, report):
                    "the runner's functions are read-only: their code and defaults "
                    "cannot be changed"))
     allow = cfg.allow
+    stdlib_only = allow is not None and allow <= sys.stdlib_module_names
     raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
+                    and (n != "_ctypes" or stdlib_only and "ctypes" not in allow)
                     or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
     rawline = ('{"kind":"import","name":"', '","line":',
                ',"col":0,"detail":"the extension module ',
