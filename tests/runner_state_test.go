@@ -14,10 +14,14 @@ import (
 // through frames and gc, empties or flips everything there (the policy's
 // denied events, re-entrancy sets, flags), replaces every function in
 // them, tries to swap the code of the runner's functions, then tries
-// what the policy denies. The payloads are harmless: a forked child that
-// exits at once, and commands that would write a file in the workspace.
+// what the policy denies. First it loads ctypes as library code (through
+// the code module), which must fail. The payloads are harmless: a forked
+// child that exits at once, and commands that would write a file in the
+// workspace.
 const runnerStateAttack = `
-import asyncio, gc, os, sys, threading, types
+import asyncio, code, gc, os, sys, threading, types
+code.InteractiveInterpreter().runsource("import ctypes")
+print("ctypes" in sys.modules)
 me = threading.get_ident()
 sub, fork_exec = sys.modules["subprocess"], sys.modules["_posixsubprocess"].fork_exec
 def noop(*a, **k):
@@ -82,14 +86,14 @@ func TestRunnerStateOutOfReach(t *testing.T) {
 			t.Errorf("%s exists: a denied action ran (stdout %q, stderr %q)", f, o.res.Stdout, o.res.Stderr)
 		}
 	}
-	if o.res.Stdout != "fork refused\nrun refused\nfork_exec refused\n" {
+	if o.res.Stdout != "False\nfork refused\nrun refused\nfork_exec refused\n" {
 		t.Errorf("stdout %q, stderr %q: want each attempt refused", o.res.Stdout, o.res.Stderr)
 	}
 	got := map[string]bool{}
 	for _, v := range o.res.Violations {
 		got[v.Name] = true
 	}
-	for _, name := range []string{"os.fork", "subprocess.Popen", "object.__setattr__"} {
+	for _, name := range []string{"_ctypes", "os.fork", "subprocess.Popen", "object.__setattr__"} {
 		if !got[name] {
 			t.Errorf("no violation %q in %+v", name, o.res.Violations)
 		}
