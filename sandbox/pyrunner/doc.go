@@ -251,6 +251,13 @@
 //   - A module a preload loaded before the hook is armed stays as it is
 //     (datasci's matplotlib loads subprocess and the real _posixsubprocess:
 //     there fork_exec starts a process without an audit event).
+//   - The roots' Python has _posixsubprocess (and _socket) built in, and
+//     importlib's BuiltinImporter.create_module makes a fresh copy of a
+//     built-in module without any audit event: a program that reaches
+//     importlib.machinery or _imp (default) starts a process with its
+//     fork_exec, neither refused nor recorded. Only the OS layer can
+//     refuse that (seccomp refusing fork and clone without CLONE_THREAD
+//     where the policy denies process events).
 //   - Code running as library code imports unchecked (but for the raw
 //     extension modules): code the program runs through modules that
 //     compile and exec strings with the real builtins (code, timeit,

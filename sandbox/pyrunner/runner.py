@@ -1310,7 +1310,10 @@ _AST_FILE = _STDLIB + "/ast.py"
 # and memory (_ctypes), a process without an audit event
 # (_posixsubprocess.fork_exec: views.py hands a stub instead), an
 # interpreter without this hook (_xxsubinterpreters), CPython's test
-# modules (raw C API access). _ctypes only where the allowlist names no
+# modules (raw C API access). A built-in module (the roots' Python has
+# _posixsubprocess built in) can be made again through
+# BuiltinImporter.create_module without any audit event: doc.go, Limits.
+# _ctypes only where the allowlist names no
 # package beyond the standard library, none of whose modules imports
 # ctypes: pandas and numpy import it whatever they use it for (doc.go,
 # Limits).
