@@ -89,9 +89,16 @@
 //	{"static":"syntax_error","line":L,"col":C,"detail":"SyntaxError: ..."}
 //
 // The status line is written before any of the program runs, so it cannot
-// be forged by the program. Runtime violations follow it, de-duplicated by
-// (kind, name, line, col) and capped at MaxViolationLines. A program killed
-// mid-run leaves a report without its tail; ParseReport tolerates that.
+// be forged by the program. Runtime violations follow it: a denied event,
+// a refused raw extension module and a change to the runner's functions
+// each time they happen (col 0), the others de-duplicated by (kind, name,
+// line, col) and capped at MaxViolationLines. A line after the status
+// line that is not a valid report line was written by the program: the
+// first is recorded as a runtime violation named ForgedLine. When the
+// runner must report a refusal but the report fd is no longer the report
+// pipe (the program closed or replaced it), it exits ExitPolicyViolation
+// with the reason on stderr. A program killed mid-run leaves a report
+// without its tail; ParseReport tolerates that.
 //
 // Exit codes: ExitPolicyViolation when the static check found violations
 // (a human summary goes to stderr and nothing runs); ExitSyntaxError for a
@@ -120,7 +127,7 @@
 // if matplotlib.pyplot is loaded, every open figure as
 // {"type":"image/png","data":<base64>}, and the figures are closed. The
 // runner calls the program's objects from a frame of the program's
-// (guard.py, invariant 7): they run and are checked as the program, and
+// (guard.py, invariant 11): they run and are checked as the program, and
 // what they raise is the program's. The encoded outputs are capped at
 // Config.MaxOutputBytes: the first output past it and the rest are
 // dropped, and truncated is set. Mode run writes them after the program,
@@ -225,22 +232,50 @@
 //
 // Known ways around this layer, each left to the OS sandbox:
 //   - Without StrictAttrs (the default policy) object graphs are open:
-//     sys.modules, module attributes (json.codecs.sys) and frames reach
-//     every loaded module, including ones the allowlist refuses. Only
-//     modules that are not loaded yet are kept out, plus denied events.
-//   - Code running with the real builtins imports any loaded module
-//     unchecked. The program reaches them through modules that exec strings
-//     in their own globals (code, timeit, doctest, pdb, trace), the builtins
-//     module, or a module's __builtins__; strict excludes all of those.
+//     sys.modules, module attributes (json.codecs.sys), frames and gc reach
+//     every loaded module, including ones the allowlist refuses, and every
+//     object of the runner. What holds whatever the program changes there
+//     is the hook's first half (runner/guard.py, invariants 1 and 2): the
+//     denied events, the raw extension modules (_posixsubprocess, whose
+//     fork_exec raises no audit event, is a stub where subprocess.Popen is
+//     denied; _ctypes where the allowlist names no package beyond the
+//     standard library; _xxsubinterpreters; CPython's test modules) and
+//     the runner's functions read-only. The import, write, compile and network checks
+//     read state the program can change: against a program that does,
+//     they only record what it does not hide.
+//   - Where the allowlist names a package beyond the standard library,
+//     ctypes is not kept out (pandas and numpy import it whatever they use
+//     it for): code the program runs as library code (below) loads it, or
+//     finds it loaded. Native calls can do anything in the process,
+//     including undo the audit hook.
+//   - A module a preload loaded before the hook is armed stays as it is
+//     (datasci's matplotlib loads subprocess and the real _posixsubprocess:
+//     there fork_exec starts a process without an audit event).
+//   - The roots' Python has _posixsubprocess (and _socket) built in, and
+//     importlib's BuiltinImporter.create_module makes a fresh copy of a
+//     built-in module without any audit event: a program that reaches
+//     importlib.machinery or _imp (default) starts a process with its
+//     fork_exec, neither refused nor recorded. Only the OS layer can
+//     refuse that (seccomp refusing fork and clone without CLONE_THREAD
+//     where the policy denies process events).
+//   - Code running as library code imports unchecked (but for the raw
+//     extension modules): code the program runs through modules that
+//     compile and exec strings with the real builtins (code, timeit,
+//     doctest, pdb, trace). strict excludes all of those.
 //   - __import__(name, g, g, [], 0) with the program's own globals g is
 //     how C code imports its helpers (datetime.strptime loads _strptime);
 //     the guard loads such a module unchecked and returns None. The module
 //     is then in sys.modules, which only a policy allowing sys reaches, and
 //     the call needs globals(), which strict denies.
-//   - Deny lists are advisory where the allowlist lets the program around
-//     them: builtins.eval with builtins allowed, os.write to the report fd
-//     (forged or silenced runtime lines) with os allowed. The static status
-//     line is always the runner's.
+//   - Deny lists of builtins are advisory where the allowlist lets the
+//     program around them (builtins.eval with builtins allowed). With os
+//     allowed, os.write to the report fd forges whole runtime lines (and
+//     so does calling the runner's own writer, which a program reaches
+//     through gc); a spoilt or part line is recorded as a violation
+//     (ForgedLine), and a closed or replaced report fd ends the run at the
+//     next refusal. The static status line is always the runner's.
+//   - A signal handler of the program that raises inside the hook can keep
+//     a refusal's line from being written, never the refusal.
 //   - str.format reads underscore attributes ("{0.__class__}") but yields
 //     only text. Code a library generates from strings it got from the
 //     program (dataclasses field names, computed type() namespaces) is
@@ -260,7 +295,7 @@
 //     that frame's globals. Under strict no such callable runs code (exec,
 //     eval and compile are denied); without strict, frames reach the
 //     runner's globals anyway (the first limit). The runner never calls
-//     the program's objects from its own frames (invariant 7).
+//     the program's objects from its own frames (invariant 11).
 //
 // The runner's invariants, and what breaks if one goes, open runner/guard.py.
 // The tests in this package run the real /usr/bin/python3.11 on the host

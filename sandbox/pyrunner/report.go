@@ -69,8 +69,16 @@ type Report struct {
 	OutputsTruncated bool
 	// Malformed counts lines that were skipped: not JSON, an unknown kind,
 	// too long, or a second status line (only the program can write one).
+	// The first one after the status line is also a runtime violation
+	// (ForgedLine): the runner writes only whole, valid lines, so the
+	// program wrote to the channel, and a part line of its would have
+	// spoilt the runner's next one.
 	Malformed int
 }
+
+// ForgedLine is the Violation.Name of a line on the report channel that
+// the runner did not write (Kind KindEvent).
+const ForgedLine = "report"
 
 // wireLine is any report line; Static tells the status line apart.
 type wireLine struct {
@@ -128,12 +136,12 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 func (rep *Report) add(line []byte, tooLong bool) {
 	var w wireLine
 	if tooLong || json.Unmarshal(line, &w) != nil {
-		rep.Malformed++
+		rep.malformed()
 		return
 	}
 	if w.Static != nil {
 		if rep.Static != "" || !validStatic(*w.Static) {
-			rep.Malformed++
+			rep.malformed()
 			return
 		}
 		rep.Static = *w.Static
@@ -155,17 +163,33 @@ func (rep *Report) add(line []byte, tooLong bool) {
 	}
 	switch {
 	case len(line) > maxLine:
-		rep.Malformed++
+		rep.malformed()
 		return
 	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute, w.Kind == KindNetwork:
 	default:
-		rep.Malformed++
+		rep.malformed()
 		return
 	}
 	rep.Violations = append(rep.Violations, Violation{
 		Kind: w.Kind, Name: w.Name, Line: w.Line, Col: w.Col, Detail: w.Detail,
 		Runtime: rep.Static != "",
 	})
+}
+
+// malformed counts a skipped line; the first after the status line is
+// recorded as a runtime violation (ForgedLine).
+func (rep *Report) malformed() {
+	rep.Malformed++
+	if rep.Static == "" {
+		return
+	}
+	for _, v := range rep.Violations {
+		if v.Runtime && v.Kind == KindEvent && v.Name == ForgedLine {
+			return
+		}
+	}
+	rep.Violations = append(rep.Violations, Violation{Kind: KindEvent, Name: ForgedLine,
+		Detail: "a line on the report channel that the runner did not write: the program wrote to it", Runtime: true})
 }
 
 func validStatic(s string) bool {

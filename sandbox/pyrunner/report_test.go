@@ -29,6 +29,8 @@ not json at all
 		Violations: []Violation{
 			{Kind: KindImport, Name: "os", Line: 1, Col: 7, Detail: "import of 'os' is not allowed"},
 			{Kind: KindEvent, Name: "os.system", Line: 4, Detail: "denied", Runtime: true},
+			{Kind: KindEvent, Name: ForgedLine, Runtime: true,
+				Detail: "a line on the report channel that the runner did not write: the program wrote to it"},
 			{Kind: KindAttribute, Name: "gi_frame", Line: 9, Col: 2, Detail: "frames", Runtime: true},
 		},
 		// garbage, an unknown kind, a second status line, an unknown status
@@ -37,7 +39,7 @@ not json at all
 	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("got  %+v\nwant %+v", rep, want)
 	}
-	if s, r := rep.StaticViolations(), rep.RuntimeViolations(); len(s) != 1 || len(r) != 2 {
+	if s, r := rep.StaticViolations(), rep.RuntimeViolations(); len(s) != 1 || len(r) != 3 {
 		t.Errorf("static %v runtime %v", s, r)
 	}
 }
@@ -95,7 +97,7 @@ func FuzzParseReport(f *testing.F) {
 			t.Fatalf("error from an in-memory reader: %v", err)
 		}
 		lines := strings.Count(string(b), "\n") + 1
-		if len(rep.Violations)+rep.Malformed > lines {
+		if len(rep.Violations) > lines || rep.Malformed > lines {
 			t.Fatalf("%d violations and %d malformed from %d lines", len(rep.Violations), rep.Malformed, lines)
 		}
 		if rep.Static != "" && !validStatic(rep.Static) {
@@ -115,5 +117,23 @@ func TestParseReportReady(t *testing.T) {
 	rep, err = ParseReport(strings.NewReader("{\"static\":\"ok\"}\n{\"kind\":\"ready\"}\n"))
 	if err != nil || rep.Ready || rep.Malformed != 1 {
 		t.Errorf("ready after the status line: %+v, %v", rep, err)
+	}
+}
+
+// TestParseReportForged checks that a program writing to the report
+// channel is recorded, not just skipped: a part line glued to the
+// runner's next one spoils both, and must not hide the runner's line.
+func TestParseReportForged(t *testing.T) {
+	in := "{\"static\":\"ok\"}\n{\"kind\":\"import\"," +
+		"{\"kind\":\"event\",\"name\":\"os.fork\",\"line\":3,\"col\":0,\"detail\":\"denied\"}\nnot json\n"
+	rep, err := ParseReport(strings.NewReader(in))
+	if err != nil || rep.Malformed != 2 || len(rep.RuntimeViolations()) != 1 ||
+		rep.RuntimeViolations()[0].Name != ForgedLine || rep.RuntimeViolations()[0].Kind != KindEvent {
+		t.Errorf("%+v, %v", rep, err)
+	}
+	// Before the status line only the runner writes: nothing forged.
+	rep, err = ParseReport(strings.NewReader("not json\n{\"static\":\"ok\"}\n"))
+	if err != nil || rep.Malformed != 1 || len(rep.Violations) != 0 {
+		t.Errorf("before the status line: %+v, %v", rep, err)
 	}
 }

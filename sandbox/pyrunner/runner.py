@@ -2,7 +2,7 @@
 #
 # nsbox's Python runner as it ships: the modules of sandbox/pyrunner/runner
 # joined into one module (one code object, one globals dict: see guard.py,
-# invariant 2). Edit the modules, then run  go generate ./sandbox/pyrunner/
+# invariant 5). Edit the modules, then run  go generate ./sandbox/pyrunner/
 
 import _ast
 import _frozen_importlib
@@ -49,6 +49,7 @@ _readlink = posix.readlink
 _getcwd = posix.getcwd
 _fspath = posix.fspath
 _getframe = sys._getframe
+_audit = sys.audit
 _get_ident = _thread.get_ident
 _real_import = builtins.__import__
 _real_attrgetter = _operator.attrgetter
@@ -62,12 +63,20 @@ _bootstrap_resolve = _modules["_frozen_importlib"]._resolve_name
 _BOOTSTRAP_GLOBALS = vars(_modules["_frozen_importlib"])
 _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
+
+
+class _Bound:
+    def method(self):
+        """Gives the type of a bound method (types.MethodType)."""
+
+
+_MethodType = type(_Bound().method)
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
 
 # The program's side of the runner: a frame whose globals are _PG runs as
 # the program (its builtins are the program's). _arm puts there the one
-# function _as_program calls through. guard.py, invariant 7.
+# function _as_program calls through. guard.py, invariant 11.
 _PG = {}
 
 
@@ -1127,73 +1136,133 @@ def _net_refusal(proxy, event, args):
 
 """The guard: the runner's fence while the program runs.
 
-Here: the audit hook (PEP 578), the import checks, the open checks and the
-checks on code compiled at run time; under a proxy, the hook also asks
-network.py about socket events. In views.py: what the program is
+Here: the audit hook (PEP 578), in two halves. _core, the first, decides
+from state captured when it was installed: the denied events, the
+extension modules that would undo the layer (RAW_MODULES), and the
+runner's functions read-only. _hook, the rest, holds the import checks,
+the open checks, the checks on code compiled at run time and, under a
+proxy, the network check (network.py). In views.py: what the program is
 handed instead of the real thing (its __import__, stubs for denied
-builtins, module views, guarded gadgets). main.py's _run installs both.
+builtins and for help, module views, guarded gadgets, the
+_posixsubprocess stub). arm.py installs both.
 
 INVARIANTS. Each one, broken, opens a way around the layer that nothing
 else reports. They are defended by the bypass suite: after any change to
-bound.py, guard.py, views.py or main.py, run
+bound.py, guard.py, views.py, arm.py or main.py, run
 
     go test -race -count=1 ./sandbox/pyrunner/
 
-(TestBypassAttempts in bypass_test.go, runner_test.go, internals_test.go,
-allowlists_test.go; the real interpreter, no sandbox), then in real
-sandboxes tests/allowlist_test.go and tests/site_test.go:
+(TestBypassAttempts in bypass_test.go, state_test.go, runner_test.go,
+internals_test.go, allowlists_test.go; the real interpreter, no
+sandbox), then in real sandboxes tests/allowlist_test.go,
+tests/runner_state_test.go and tests/site_test.go:
 
     make build && NSBOX_BIN=$PWD/bin/nsbox go test -tags netgo,osusergo,\
 sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
--run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation' ./tests/
+-run 'Allowlist|RuntimeLayer|CheckCommand|SiteEmulation|RunnerState' ./tests/
 
-1. Names bound at start-up. Whatever the checks call while the program runs
-   is bound before the program's first line (bound.py, and the module-level
-   names here and in views.py), never looked up at call time on a module
-   the program can reach: a program that replaces posix.write,
-   sys._getframe, builtins.__import__ or operator.attrgetter changes what
-   it calls, not what the runner calls. The lookups left on posix and sys
+1. The first half holds whatever the program reaches. Under a policy that
+   hands out sys, gc, inspect or frames (default, datasci) the program
+   reaches every object of the runner: its globals, _State, the config,
+   every function. So _core and _record keep their state in their
+   defaults, set once by _install (arm.py): frozensets, tuples of str,
+   ints, builtins and runner functions. They load no global and no
+   builtin, have no closure and no keyword-only defaults (a dict), and
+   call only what they were given (state_test.go checks their code).
+   Setting __code__, __defaults__ or __kwdefaults__ of a function is
+   audited, and _core refuses it for every function whose globals are
+   the runner's (or _PG). Replacing entries of the runner's globals,
+   builtins, posix or sys changes what the rest runs, never what _core
+   decides. Classes are not read-only (setting a class attribute raises no
+   event): nothing in _core or _record is a class or an instance.
+   CPython runs the hook as operator.call bound to _core: a bound method
+   of a builtin, which has no attributes and takes none, so __cantrace__
+   is never true, no trace or profile function runs inside the hook, and
+   none can see or change its locals. _core checks a denied event before
+   anything else runs, with no re-entrancy mark or flag to skip it; it
+   reports with _record, which writes with the posix.write and fd bound at
+   install, without de-duplication or a cap (a set or a count would be
+   state to fill; the supervisor keeps a bounded copy). If the report fd
+   is no longer the report pipe when a refusal must be reported (the
+   program closed or replaced it), _record ends the process with the
+   policy exit code and says why on stderr; the supervisor records that.
+   What _core raises is never decided by code the program controls: it
+   compares exact str from the interpreter, and never calls isinstance,
+   a path function or an import.
+
+2. What the first half refuses whoever asks. A denied event fails for
+   every frame, the runner's included. An extension module in RAW_MODULES
+   (by the name its init function has: a spec named x._ctypes loads
+   _ctypes) fails to load unless the allowlist names it: native calls and
+   memory (_ctypes), an interpreter without this hook
+   (_xxsubinterpreters), CPython's test modules, and, where the policy
+   denies subprocess.Popen, _posixsubprocess, whose fork_exec starts a
+   process without any audit event. For that one the program finds a
+   stub (views.py) registered before anything loads the extension, whose
+   fork_exec raises subprocess.Popen. A module loaded before the hook (a
+   preload: datasci's numpy loads ctypes, matplotlib loads subprocess)
+   stays as it is and is reachable (doc.go, Limits).
+
+3. The rest is advisory where the program reaches the runner. _hook and
+   the checks it calls read _State, the config and the runner's globals,
+   all of which a program reaches under default: such a program can
+   switch off the import check, the write check, the compile check and
+   the network check (not the first half). Under strict_attrs nothing of
+   the runner is reachable (underscore names, frames, gc and sys are
+   refused), and the rest holds as written here.
+
+4. Names bound at start-up. Whatever the rest calls while the program
+   runs is bound before the program's first line (bound.py, and the
+   module-level names here and in views.py), never looked up at call time
+   on a module the program can reach. The lookups left on posix and sys
    (posix.stat and posix.fstat in the open check, sys.stderr,
-   sys.getfilesystemencoding) reach modules that only a policy allowing os,
-   posix or sys hands over, and such a policy lets the program write the
-   report fd anyway (doc.go, Limits). What is taken on first use
+   sys.getfilesystemencoding) reach modules that only a policy allowing
+   os, posix or sys hands over. What is taken on first use
    (importlib.import_module, string.Formatter.get_field, the code of
    ast.parse, linecache) comes from the real modules, and a program that
    swapped it first changes only what its own checked call then runs.
 
-2. Frame identity. A frame is the runner's own if and only if its globals
+5. Frame identity. A frame is the runner's own if and only if its globals
    are _RG. The shipped runner is one code object (the bundle,
-   __init__.py), so all its modules share that one dict. The guard skips
+   __init__.py), so all its modules share that one dict. The rest skips
    the runner's frames to find who asked (_origin, _import_origin,
    _where), tracebacks drop them (tracebacks.py), and the frame-attribute
    check lets the runner read frames. Never tell the runner's frames by
-   code object, file or function name: the program controls those. To run
-   code in _RG it must first reach the runner's globals (__globals__ of a
-   function it was handed), which strict_attrs refuses; without
-   strict_attrs object graphs are open anyway (doc.go, Limits).
+   code object, file or function name: the program controls those.
 
-3. Re-entrancy. The hook's own work raises audit events (compiling a
-   string the program compiles, realpath's lstat, importing linecache).
-   _State.busy holds the ident of each thread inside the hook, and that
-   thread's events pass unchecked until the hook returns (the mark is
-   dropped in a finally). The mark is per thread: other threads are still
-   checked meanwhile. Only _load_linecache drops it early, on purpose, so
-   that the linecache import it starts is watched like any other.
+6. Whose import. A module load is the program's when the first frame
+   below the import machinery (and below pydoc's, pkgutil's and help's
+   functions, which import names they were given: BY_NAME_FILES) is user
+   code, however the load was asked for: an import statement, __import__,
+   the real builtins.__import__, help("name"). Only library code asking
+   for a module loads it unchecked; the frame a load comes from never
+   makes the program's own load internal.
 
-4. The status line before user code. The program is read whole, as bytes,
+7. Re-entrancy (the rest only). The rest's own work raises audit events
+   (compiling a string the program compiles, realpath's lstat, importing
+   linecache). _State.busy holds the ident of each thread inside _hook,
+   and that thread's events pass the rest unchecked until it returns.
+   Only _load_linecache drops it early, on purpose, so that the linecache
+   import it starts is watched like any other. _core does not look at
+   it: denied events and raw modules are refused inside the rest's work
+   too.
+
+8. The status line before user code. The program is read whole, as bytes,
    and checked (static.py), and exactly one status line is written,
    before the program's builtins and the hook are installed and its first
    line runs (main.py). The report fd is close-on-exec and written with
    the posix.write bound at start-up; the open check refuses to open it
    again by number, dup or /proc path. So the status line is always the
-   runner's; a policy allowing os can only forge runtime lines.
+   runner's. A policy allowing os can write the report fd with os.write
+   and forge runtime lines (doc.go, Limits); a line it spoils or leaves
+   unfinished is recorded as a violation by the Go parser.
 
-5. The hook is installed right before the program runs and cannot be
-   removed; _State.running is set after it, so the runner's own start-up
-   is not checked and every event of the program's is.
+9. The hook is installed right before the program runs, last in _arm, and
+   cannot be removed; from then on every event is checked.
 
-6. The hook looks only at the events in _State.watch (main.py's _run sets
-   it): an event a check handles must be in it. The fast path (_plain) then
+10. The rest looks only at the events in _State.watch (_arm sets it;
+   _core also watches object.__setattr__ and object.__delattr__): an
+   event a check handles must be in it. The fast path (_plain) then
    decides from an event's arguments alone, before any frame is read
    (reading f_code is itself an audited event): it may skip only what the
    arguments prove harmless. Never a denied event; "open" only for an
@@ -1204,17 +1273,17 @@ sqlite_omit_load_extension,urfave_cli_no_docs -count=1 \
    "exec" only when there is no allowlist. "compile", "object.__getattr__"
    and every denied event always get the full check.
 
-7. Sessions (session.py). The hook is armed once, before the first cell,
-   and _State.running stays set: threads and handlers of earlier cells may
-   run at any time, so the runner's own work between cells (reading a
-   frame, checking and compiling a cell) is told apart by frame identity
-   alone (invariant 2): its compile events come from _RG frames, its
-   imports have an _RG frame as origin. The runner calls the program's
-   objects (a value's repr, _repr_html_, figures, sys.stdout) only through
-   _as_program (bound.py), from a frame whose globals are _PG and whose
-   builtins are the program's: they run, and are checked, as the program,
-   and _where and tracebacks skip that frame. In a session every report
-   line after the first cell starts can be the program's (doc.go).
+11. Sessions (session.py). The hook is armed once, before the first cell:
+   threads and handlers of earlier cells may run at any time, so the
+   runner's own work between cells (reading a frame, checking and
+   compiling a cell) is told apart by frame identity alone (invariant 5):
+   its compile events come from _RG frames, its imports have an _RG frame
+   as origin. The runner calls the program's objects (a value's repr,
+   _repr_html_, figures, sys.stdout) only through _as_program (bound.py),
+   from a frame whose globals are _PG and whose builtins are the
+   program's: they run, and are checked, as the program, and _where and
+   tracebacks skip that frame. In a session every report line after the
+   first cell starts can be the program's (doc.go).
 """
 
 _RG = globals()  # a frame whose globals are this dict is the runner's own
@@ -1234,6 +1303,27 @@ MACHINERY_MODULES = frozenset((
 # Writable whatever the policy says: nothing is stored there.
 WRITABLE_DEVICES = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
 _AST_FILE = _STDLIB + "/ast.py"
+# The stdlib modules that import a module by a name they were given
+# (_import_origin): help() is _sitebuiltins._Helper calling pydoc.
+# Extension modules whose load would undo the Python layer, refused by
+# _core whoever loads them unless the allowlist names them: native calls
+# and memory (_ctypes), a process without an audit event
+# (_posixsubprocess.fork_exec: views.py hands a stub instead), an
+# interpreter without this hook (_xxsubinterpreters), CPython's test
+# modules (raw C API access). A built-in module (the roots' Python has
+# _posixsubprocess built in) can be made again through
+# BuiltinImporter.create_module without any audit event: doc.go, Limits.
+# _ctypes only where the allowlist names no
+# package beyond the standard library, none of whose modules imports
+# ctypes: pandas and numpy import it whatever they use it for (doc.go,
+# Limits).
+RAW_MODULES = frozenset((
+    "_ctypes", "_ctypes_test", "_posixsubprocess", "_xxsubinterpreters",
+    "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testbuffer",
+    "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase",
+    "_xxtestfuzz"))
+BY_NAME_FILES = frozenset((_STDLIB + "/pydoc.py", _STDLIB + "/pkgutil.py",
+                           "<frozen _sitebuiltins>"))
 
 
 def _import_name_op():
@@ -1256,7 +1346,6 @@ class _State:
     sources = {}        # filename -> linecache entry of the program's code (each cell's)
     private = set()     # (st_dev, st_ino) of the runner's pipes besides the report
     ub = None           # the user's builtins dict
-    running = False     # set right before the program starts
     user_files = set()  # filenames of user code (the program, user compiles)
     busy = set()        # thread idents inside the hook (no re-entry)
     views = {}          # id(module) -> view
@@ -1316,23 +1405,33 @@ def _origin(frame):
 
 def _import_origin(frame):
     """Who asked for a module load: "guard" (the guarded __import__ already
-    decided), "user" or "internal". A load that C code makes on the user's
-    behalf (datetime.strptime importing _strptime) is internal: it names a
-    fixed module, and the real __import__ is out of the user's reach."""
-    entry = None  # the outermost machinery frame so far
+    decided), "user" or "internal" (library code importing what it needs).
+    A load is the user's when the first frame below the import machinery
+    is user code, however it got there (an import statement, __import__,
+    the real builtins.__import__): the frame it comes from never makes an
+    unchecked import internal. Frames of the modules that import a name
+    they were given (pydoc's help and locate, pkgutil.resolve_name) are
+    skipped as the machinery's are, so that what help("name") loads is
+    checked as the program's."""
     while frame is not None:
         if frame.f_globals is _RG:
             return "guard"
-        if not _is_machinery(frame):
+        if not _is_machinery(frame) and not _imports_by_name(frame):
             break
-        entry = frame
         frame = frame.f_back
     if frame is None or not _is_user(frame):
         return "internal"
-    if frame.f_code.co_code[frame.f_lasti] == IMPORT_NAME:
-        return "user"  # an import statement run with the real __import__
-    return "user" if entry is not None and entry.f_code.co_name not in (
-        "_find_and_load", "_handle_fromlist") else "internal"
+    return "user"
+
+
+def _imports_by_name(frame):
+    """Whether frame runs a function of pydoc, pkgutil or _sitebuiltins
+    (help), modules that import a module by a name given to them. Their
+    module bodies are not: what they import for themselves is theirs."""
+    if _is_user(frame):
+        return False
+    code = frame.f_code
+    return code.co_filename in BY_NAME_FILES and code.co_name != "<module>"
 
 
 def _where(frame):
@@ -1479,10 +1578,90 @@ def _check_network(proxy, event, args, frame):
     raise PermissionError(13, "%s (the policy nsbox runs under)" % detail)
 
 
+def _core(event, args, W=frozenset(), D=frozenset(), LINES=(), SETLINE=("", ""),
+          RAW=frozenset(), RAWLINE=("", "", "", ""), RG=None, PG=None, REST=None,
+          RECORD=None, TYPE=None, FT=None, STR=None, GETFRAME=None, PE=None, VE=None,
+          IE=None):
+    """The audit hook's first half (invariant 1): the denied events, and the
+    runner's functions read-only. Its state is its defaults, set once by
+    _arm and immutable (frozensets, tuples of str, and functions whose
+    code and defaults are refused here): it reads no global, no builtin
+    and nothing a program can change, and it raises before anything else
+    runs, so no state of the runner's switches it off. The rest of the
+    checks is REST (_hook)."""
+    if event not in W:
+        return
+    if event in D:
+        try:
+            frame = GETFRAME(1)
+        except VE:  # raised by C code with no Python frame (a new thread)
+            frame = None
+        for name, pre, post in LINES:
+            if name == event:
+                RECORD(pre, post, frame)
+        raise PE("%s is not allowed by the policy nsbox runs under" % event)
+    if event == "import" and TYPE(args[0]) is STR and args[0].rpartition(".")[2] in RAW:
+        # An extension module that would undo the rest (RAW_MODULES), by
+        # the name its init function has: loaded by anyone, refused.
+        try:
+            frame = GETFRAME(1)
+        except VE:
+            frame = None
+        name = args[0].rpartition(".")[2]
+        RECORD(RAWLINE[0] + name + RAWLINE[1], RAWLINE[2] + name + RAWLINE[3], frame)
+        raise IE("import of %r is not allowed by the policy nsbox runs under" % name,
+                 name=args[0])
+    if event == "object.__setattr__" or event == "object.__delattr__":
+        # A function's __code__, __defaults__ or __kwdefaults__: the
+        # runner's own (its globals, or the program's trampoline's) are
+        # what this hook and the checks run.
+        obj = args[0]
+        if TYPE(obj) is FT and (obj.__globals__ is RG or obj.__globals__ is PG):
+            try:
+                frame = GETFRAME(1)
+            except VE:
+                frame = None
+            RECORD(SETLINE[0], SETLINE[1], frame)
+            raise PE("the runner's functions are read-only under nsbox")
+        return
+    REST(event, args)
+
+
+def _record(pre, post, frame, FD=-1, IDENT=(), FSTAT=None, WRITE=None, EXIT=None,
+            CODE=1, UB=None, PG=None, OSE=None, MV=None, LOST=b""):
+    """Write one violation line for _core: pre, the line number in the
+    program (its nearest frame that runs with its builtins), post. Its
+    state is its defaults, as _core's. No de-duplication, no cap: a
+    count or a set would be state a program can fill; the supervisor
+    keeps a bounded copy of the report. If the report fd is no longer
+    the report pipe (the program closed or replaced it), the violation
+    cannot be told: the process ends at once, with the policy exit code,
+    and says why on stderr."""
+    line = 0
+    f = frame
+    while f is not None:
+        if f.f_builtins is UB and f.f_globals is not PG:
+            line = f.f_lineno or 0
+            break
+        f = f.f_back
+    data = MV(("%s%d%s\n" % (pre, line, post)).encode("ascii"))
+    try:
+        st = FSTAT(FD)
+        if (st.st_dev, st.st_ino) != IDENT:
+            raise OSE("the report fd is not the report pipe")
+        while data:
+            data = data[WRITE(FD, data):]
+    except OSE:
+        try:
+            WRITE(2, LOST)
+        finally:
+            EXIT(CODE)
+
+
 def _hook(event, args):
     """The audit hook (PEP 578). Installed before user code runs; Python code
     cannot remove it. It sees every event of every thread."""
-    if not _State.running or event not in _State.watch:
+    if event not in _State.watch:
         return
     if event in _PLAIN and _plain(event, args):
         return
@@ -1492,15 +1671,10 @@ def _hook(event, args):
     _State.busy.add(tid)
     try:
         try:
-            frame = _getframe(1)
+            frame = _getframe(2)  # called by _core, called by the interpreter
         except ValueError:  # raised by C code with no Python frame (a new thread)
             frame = None
         cfg = _State.cfg
-        if event in cfg.deny_events:
-            _violate("event", event, "audit event %r is denied by the policy" % event,
-                     frame)
-            raise PermissionError("%s is not allowed by the policy nsbox runs under"
-                                  % event)
         if cfg.proxy is not None and event in NET_EVENTS:
             _check_network(cfg.proxy, event, args, frame)
         if event == "open":
@@ -1527,7 +1701,7 @@ def _hook(event, args):
             # A module's source compiled by importlib is checked as a module
             # load (the "exec" event), not as code compiled at run time; an
             # ast.parse() makes no code (compiling its tree is an event too).
-            # The runner compiling a cell (invariant 7) is not the program.
+            # The runner compiling a cell (invariant 11) is not the program.
             if (frame.f_globals is not _RG and not _is_machinery(frame)
                     and not _is_ast_parse(frame.f_code)):
                 _check_compiled(args[0], args[1], _origin(frame))
@@ -1551,7 +1725,7 @@ def _plain(event, args):
     from its arguments alone, before the hook looks at frames: the bulk of
     the events a library import raises (reading its files, loading allowed
     modules). Anything it is not sure of gets the full treatment in _hook;
-    what it may skip is invariant 6 above."""
+    what it may skip is invariant 10 above."""
     cfg = _State.cfg
     if event in cfg.deny_events:
         return False
@@ -1611,7 +1785,7 @@ def _plant_lines():
     """The program's code (each cell's, in a session) into linecache's
     cache, once linecache is loaded. Only a real module's real dict is
     written: the program may have replaced either, and the runner must not
-    call the program's code from its own frame (invariant 7)."""
+    call the program's code from its own frame (invariant 11)."""
     lc = _modules.get("linecache")
     cache = lc.__dict__.get("cache") if type(lc) is _ModuleType else None
     if type(cache) is not dict:
@@ -1631,10 +1805,11 @@ def _add_source(filename, lines):
 # runner/views.py
 
 """What the program is handed instead of the real thing: its __import__
-(the import guard), stubs for denied builtins, module views under
-strict_attrs, and guarded gadgets (operator.attrgetter and methodcaller,
-string.Formatter, importlib's import functions). Part of the guard: the
-invariants at the top of guard.py hold here too.
+(the import guard), stubs for denied builtins and for help() where pydoc
+is refused, a _posixsubprocess stub where subprocess.Popen is denied,
+module views under strict_attrs, and guarded gadgets (operator.attrgetter
+and methodcaller, string.Formatter, importlib's import functions). Part
+of the guard: the invariants at the top of guard.py hold here too.
 """
 
 # Dunders a module view serves to the interpreter itself (import-from
@@ -1650,7 +1825,34 @@ def _user_builtins(cfg):
         ub["__import__"] = _guard_import
     for name in cfg.deny_builtins - {"open", "__import__"}:
         ub[name] = _Denied(name)
+    if "help" in ub and cfg.allow is not None and "pydoc" not in cfg.allow:
+        ub["help"] = _help_refused
     return ub
+
+
+def _help_refused(*args, **kwargs):
+    """help() where the policy refuses pydoc, which help() runs (and which
+    imports whatever name it is given)."""
+    _violate("import", "pydoc", "help() runs pydoc, which the policy does not allow",
+             _getframe(1))
+    raise ImportError("help() needs pydoc, which the policy nsbox runs under does not "
+                      "allow", name="pydoc")
+
+
+def _stub_posixsubprocess(cfg):
+    """Where the policy denies subprocess.Popen, the program's
+    _posixsubprocess is a stub, registered before anything loads the
+    extension (whose fork_exec starts a process without any audit event),
+    and _core refuses to load the real one (guard.py, RAW_MODULES). The
+    stub's fork_exec raises the subprocess.Popen event, which the hook
+    refuses and reports; subprocess itself imports as usual. A preload
+    that loaded the extension already leaves it in place (doc.go, Limits)."""
+    if "subprocess.Popen" not in cfg.deny_events or "_posixsubprocess" in _modules:
+        return
+    stub = _ModuleType("_posixsubprocess", "nsbox: fork_exec raises the audit event "
+                       "subprocess.Popen, which the policy denies")
+    stub.fork_exec = _MethodType(_audit, "subprocess.Popen")
+    _modules["_posixsubprocess"] = stub
 
 
 def _guard_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -1850,7 +2052,7 @@ def _view_set(view, name, value, delete):
 # runner/tracebacks.py
 
 """Tracebacks as python prints them, without the runner's frames (told by
-their globals, _RG and _PG: guard.py, invariants 2 and 7)."""
+their globals, _RG and _PG: guard.py, invariants 5 and 11)."""
 
 
 def _strip(exc, seen):
@@ -1996,7 +2198,6 @@ def _end(main, code, sig=0):
     if not _flush():
         code = EXIT_FLUSH
     # The runner's own last steps: nothing below is the program's.
-    _State.running = False
     if sig:
         _signal.signal(sig, _signal.SIG_DFL)
         _kill(_getpid(), sig)
@@ -2030,7 +2231,7 @@ def _flush():
 # runner/arm.py
 
 """Arming the guard: the program's module and builtins, the guarded
-gadgets, the audit hook (guard.py, invariants 4, 5 and 7). A run arms it
+gadgets, the audit hook (guard.py, invariants 8, 9 and 11). A run arms it
 right before its program; a session once, before its first cell."""
 
 
@@ -2074,11 +2275,48 @@ def _arm(cfg, report, lines):
     _modules["__main__"] = main
     sys.argv = [cfg.filename]
     _plant_lines()  # now if linecache is loaded already, else when it is
+    _stub_posixsubprocess(cfg)
 
     # The hook last: it cannot be removed, and from here on every event is
-    # the program's.
-    sys.addaudithook(_hook)
+    # checked.
+    _install(cfg, report)
     return main
+
+
+def _install(cfg, report):
+    """Install the audit hook (guard.py, invariant 1): _core and _record
+    made anew with the run's state as their defaults, and handed to
+    CPython as operator.call bound to _core. That bound method has no
+    attributes of its own and takes none (its __cantrace__ is looked up on
+    operator.call, a builtin), so CPython never traces the hook: a trace
+    function can neither see nor change its locals."""
+    function = type(_core)
+    lost = ("nsbox runner: the program closed or replaced the report channel, then "
+            "did something the policy refuses: the run ends here\n").encode("ascii")
+    record = function(_record.__code__, _RG, "_record", (
+        report.fd, report.ident, posix.fstat, posix.write, posix._exit, cfg.exit_policy,
+        _State.ub, _PG, OSError, memoryview, lost))
+    lines = tuple(
+        (e, '{"kind":"event","name":%s,"line":' % _esc(e),
+         ',"col":0,"detail":%s}' % _esc("audit event %r is denied by the policy" % e))
+        for e in sorted(cfg.deny_events))
+    setline = ('{"kind":"event","name":"object.__setattr__","line":',
+               ',"col":0,"detail":%s}' % _esc(
+                   "the runner's functions are read-only: their code and defaults "
+                   "cannot be changed"))
+    allow = cfg.allow
+    stdlib_only = allow is not None and allow <= sys.stdlib_module_names
+    raw = frozenset(n for n in RAW_MODULES if allow is not None and n not in allow
+                    and (n != "_ctypes" or stdlib_only and "ctypes" not in allow)
+                    or n == "_posixsubprocess" and "subprocess.Popen" in cfg.deny_events)
+    rawline = ('{"kind":"import","name":"', '","line":',
+               ',"col":0,"detail":"the extension module ',
+               ' would undo the policy\'s Python layer: refused whoever loads it"}')
+    watch = _State.watch | {"object.__setattr__", "object.__delattr__"}
+    core = function(_core.__code__, _RG, "_core", (
+        watch, cfg.deny_events, lines, setline, raw, rawline, _RG, _PG, _hook, record,
+        type, function, str, _getframe, PermissionError, ValueError, ImportError))
+    sys.addaudithook(_MethodType(_operator.call, core))
 
 
 # ----------------------------------------------------------------------
@@ -2087,7 +2325,7 @@ def _arm(cfg, report, lines):
 """Display outputs, as a notebook shows them: the value of a final bare
 expression (its HTML form, then its repr), then every matplotlib figure
 left open, as PNG. Everything here calls the program's objects, so it
-runs as the program (_as_program: guard.py, invariant 7), and what it
+runs as the program (_as_program: guard.py, invariant 11), and what it
 raises is the program's exception."""
 
 OUTPUT_TEXT, OUTPUT_HTML, OUTPUT_PNG = "text/plain", "text/html", "image/png"
@@ -2170,7 +2408,7 @@ def _display_figures(out):
 framed (Go's EncodeCell); each is checked and run in the same __main__,
 so variables, functions, imports and open files persist, and each ends
 with one cell line on the report. _session below is the order, each step
-with its why; guard.py's invariant 7 is what changes for the guard.
+with its why; guard.py's invariant 11 is what changes for the guard.
 """
 
 # Go's MaxCellBytes, kept equal by a Go test: a longer frame is malformed.
@@ -2185,7 +2423,6 @@ def _session(cfg, report, cellfd):
     # The guard armed once, as a run arms it; the hook stays, and the
     # program's __main__ lives as long as the session.
     main = _arm(cfg, report, None)
-    _State.running = True
     report.send(_dumps({"kind": "ready"}))
     # Between cells SIGINT is ignored: an interrupt meant for a cell that
     # just ended must not end the next, nor the runner. A cell runs with
@@ -2457,7 +2694,7 @@ def _main():
     # fd 0 is the program's standard input (session.py, _read_program).
     src = _read_program()
     # The static check writes every violation and exactly one status line
-    # before any of the program runs (guard.py, invariant 4); it exits on
+    # before any of the program runs (guard.py, invariant 8); it exits on
     # violations and syntax errors.
     codes, lines = _static(cfg, report, src)
     if cfg.mode == "check":
@@ -2478,13 +2715,12 @@ def _preload(cfg):
 
 def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
-    invariants 4 and 5: nothing of the program has run before this), then
+    invariants 8 and 9: nothing of the program has run before this), then
     its displays when asked for (display.py), written as one outputs line
     after the program; then end as python would, without its teardown
     (ending.py)."""
     main = _arm(cfg, report, lines)
     _freeze()
-    _State.running = True
     body, final = codes
     code, sig = 0, 0
     try:

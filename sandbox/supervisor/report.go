@@ -84,12 +84,25 @@ func (rr *reportReader) finish() (pyrunner.Report, error) {
 //   - the program died of an uncaught exception (exit 1) after the runtime
 //     layer refused something: policy_violation (a signal or another exit
 //     code keeps its own status);
+//   - the runner ended the run with the policy exit code after its status
+//     line: it refused something it could no longer report, because the
+//     program closed or replaced the report channel (a program's own exit
+//     with that code reads the same): policy_violation, with a violation
+//     saying so;
 //   - otherwise the status stays what the program's exit made it, with the
 //     violations listed (a program that caught the refusal and went on).
 func applyReport(r *result.Result, rep pyrunner.Report) {
 	recordViolations(r, rep)
 	r.Outputs, r.OutputsTruncated = rep.Outputs, rep.OutputsTruncated
 	switch {
+	case rep.Static == pyrunner.StaticOK && r.Status == result.StatusError && r.ExitCode != nil &&
+		*r.ExitCode == pyrunner.ExitPolicyViolation:
+		r.Violations = append(r.Violations, result.Violation{Kind: pyrunner.KindEvent, Name: pyrunner.ForgedLine,
+			Detail: "the run ended with the policy exit code after the status line: the runner refused something " +
+				"it could not report, because the program closed or replaced the report channel (or the program " +
+				"exited with that code itself)"})
+		r.Status = result.StatusPolicyViolation
+		r.Reason = "the runner ended the program: the report channel was closed or replaced"
 	case rep.Static == pyrunner.StaticViolations:
 		r.Status = result.StatusPolicyViolation
 		r.Reason = fmt.Sprintf("%d violation(s) of the policy's Python allowlist; nothing ran", len(r.Violations))

@@ -32,6 +32,7 @@ _readlink = posix.readlink
 _getcwd = posix.getcwd
 _fspath = posix.fspath
 _getframe = sys._getframe
+_audit = sys.audit
 _get_ident = _thread.get_ident
 _real_import = builtins.__import__
 _real_attrgetter = _operator.attrgetter
@@ -45,12 +46,20 @@ _bootstrap_resolve = _modules["_frozen_importlib"]._resolve_name
 _BOOTSTRAP_GLOBALS = vars(_modules["_frozen_importlib"])
 _EXTERNAL_GLOBALS = vars(_modules["_frozen_importlib_external"])
 _dict_get = dict.get
+
+
+class _Bound:
+    def method(self):
+        """Gives the type of a bound method (types.MethodType)."""
+
+
+_MethodType = type(_Bound().method)
 _STDLIB = getattr(sys, "_stdlib_dir", None) or "%s/%s/python%d.%d" % (
     sys.base_prefix, sys.platlibdir, sys.version_info[0], sys.version_info[1])
 
 # The program's side of the runner: a frame whose globals are _PG runs as
 # the program (its builtins are the program's). _arm puts there the one
-# function _as_program calls through. guard.py, invariant 7.
+# function _as_program calls through. guard.py, invariant 11.
 _PG = {}
 
 

@@ -1,7 +1,7 @@
 """Display outputs, as a notebook shows them: the value of a final bare
 expression (its HTML form, then its repr), then every matplotlib figure
 left open, as PNG. Everything here calls the program's objects, so it
-runs as the program (_as_program: guard.py, invariant 7), and what it
+runs as the program (_as_program: guard.py, invariant 11), and what it
 raises is the program's exception."""
 
 import _io

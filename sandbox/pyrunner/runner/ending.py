@@ -111,7 +111,6 @@ def _end(main, code, sig=0):
     if not _flush():
         code = EXIT_FLUSH
     # The runner's own last steps: nothing below is the program's.
-    _State.running = False
     if sig:
         _signal.signal(sig, _signal.SIG_DFL)
         _kill(_getpid(), sig)

@@ -15,7 +15,6 @@ from .bound import _real_import
 from .config import _fail, _load_config
 from .display import _display, _Outputs
 from .ending import _end, _exit_code, _freeze
-from .guard import _State
 from .jsonw import _dumps
 from .mplcache import _seed_matplotlib
 from .report import _Report
@@ -55,7 +54,7 @@ def _main():
     # fd 0 is the program's standard input (session.py, _read_program).
     src = _read_program()
     # The static check writes every violation and exactly one status line
-    # before any of the program runs (guard.py, invariant 4); it exits on
+    # before any of the program runs (guard.py, invariant 8); it exits on
     # violations and syntax errors.
     codes, lines = _static(cfg, report, src)
     if cfg.mode == "check":
@@ -76,13 +75,12 @@ def _preload(cfg):
 
 def _run(cfg, report, codes, lines):
     """Arm the guard, then run the program as __main__ (guard.py,
-    invariants 4 and 5: nothing of the program has run before this), then
+    invariants 8 and 9: nothing of the program has run before this), then
     its displays when asked for (display.py), written as one outputs line
     after the program; then end as python would, without its teardown
     (ending.py)."""
     main = _arm(cfg, report, lines)
     _freeze()
-    _State.running = True
     body, final = codes
     code, sig = 0, 0
     try:

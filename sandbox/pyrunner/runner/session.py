@@ -2,7 +2,7 @@
 framed (Go's EncodeCell); each is checked and run in the same __main__,
 so variables, functions, imports and open files persist, and each ends
 with one cell line on the report. _session below is the order, each step
-with its why; guard.py's invariant 7 is what changes for the guard.
+with its why; guard.py's invariant 11 is what changes for the guard.
 """
 
 import _signal
@@ -32,7 +32,6 @@ def _session(cfg, report, cellfd):
     # The guard armed once, as a run arms it; the hook stays, and the
     # program's __main__ lives as long as the session.
     main = _arm(cfg, report, None)
-    _State.running = True
     report.send(_dumps({"kind": "ready"}))
     # Between cells SIGINT is ignored: an interrupt meant for a cell that
     # just ended must not end the next, nor the runner. A cell runs with

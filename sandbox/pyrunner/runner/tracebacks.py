@@ -1,5 +1,5 @@
 """Tracebacks as python prints them, without the runner's frames (told by
-their globals, _RG and _PG: guard.py, invariants 2 and 7)."""
+their globals, _RG and _PG: guard.py, invariants 5 and 11)."""
 
 import sys
 

@@ -1,14 +1,16 @@
 """What the program is handed instead of the real thing: its __import__
-(the import guard), stubs for denied builtins, module views under
-strict_attrs, and guarded gadgets (operator.attrgetter and methodcaller,
-string.Formatter, importlib's import functions). Part of the guard: the
-invariants at the top of guard.py hold here too.
+(the import guard), stubs for denied builtins and for help() where pydoc
+is refused, a _posixsubprocess stub where subprocess.Popen is denied,
+module views under strict_attrs, and guarded gadgets (operator.attrgetter
+and methodcaller, string.Formatter, importlib's import functions). Part
+of the guard: the invariants at the top of guard.py hold here too.
 """
 
 import builtins
 
-from .bound import (_bootstrap_resolve, _field_split, _getframe, _ModuleType, _modules,
-                    _real_attrgetter, _real_import, _real_methodcaller)
+from .bound import (_audit, _bootstrap_resolve, _field_split, _getframe, _MethodType,
+                    _ModuleType, _modules, _real_attrgetter, _real_import,
+                    _real_methodcaller)
 from .guard import (IMPORT_NAME, _State, _check_import, _underscore_refused,
                     _violate)
 from .static import ESCAPE_ATTRS, _allowed_text, _is_dunder, _top
@@ -26,7 +28,34 @@ def _user_builtins(cfg):
         ub["__import__"] = _guard_import
     for name in cfg.deny_builtins - {"open", "__import__"}:
         ub[name] = _Denied(name)
+    if "help" in ub and cfg.allow is not None and "pydoc" not in cfg.allow:
+        ub["help"] = _help_refused
     return ub
+
+
+def _help_refused(*args, **kwargs):
+    """help() where the policy refuses pydoc, which help() runs (and which
+    imports whatever name it is given)."""
+    _violate("import", "pydoc", "help() runs pydoc, which the policy does not allow",
+             _getframe(1))
+    raise ImportError("help() needs pydoc, which the policy nsbox runs under does not "
+                      "allow", name="pydoc")
+
+
+def _stub_posixsubprocess(cfg):
+    """Where the policy denies subprocess.Popen, the program's
+    _posixsubprocess is a stub, registered before anything loads the
+    extension (whose fork_exec starts a process without any audit event),
+    and _core refuses to load the real one (guard.py, RAW_MODULES). The
+    stub's fork_exec raises the subprocess.Popen event, which the hook
+    refuses and reports; subprocess itself imports as usual. A preload
+    that loaded the extension already leaves it in place (doc.go, Limits)."""
+    if "subprocess.Popen" not in cfg.deny_events or "_posixsubprocess" in _modules:
+        return
+    stub = _ModuleType("_posixsubprocess", "nsbox: fork_exec raises the audit event "
+                       "subprocess.Popen, which the policy denies")
+    stub.fork_exec = _MethodType(_audit, "subprocess.Popen")
+    _modules["_posixsubprocess"] = stub
 
 
 def _guard_import(name, globals=None, locals=None, fromlist=(), level=0):
