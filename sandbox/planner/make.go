@@ -255,6 +255,7 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 		DenyBuiltins: p.Allowlist.DenyBuiltins,
 		DenyEvents:   p.Allowlist.DenyEvents,
 		StrictAttrs:  p.Allowlist.StrictAttributes,
+		PythonMode:   p.Python.Mode,
 		Filename:     f.Filename,
 		WritableDirs: spec.WritableDirs,
 	}

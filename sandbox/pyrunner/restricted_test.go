@@ -1,0 +1,76 @@
+package pyrunner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nsbox/nsbox/sandbox/pyrunner/runnerlibs"
+)
+
+var extracted struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// restrictedLib returns RestrictedPython extracted from the vendored
+// wheel, as a root has it in LibDir (uncompiled: the tests' interpreter
+// compiles in memory).
+func restrictedLib(t *testing.T) string {
+	t.Helper()
+	extracted.once.Do(func() {
+		extracted.dir = filepath.Join(testDir, "lib")
+		extracted.err = runnerlibs.Extract(extracted.dir)
+	})
+	if extracted.err != nil {
+		t.Fatal(extracted.err)
+	}
+	return extracted.dir
+}
+
+// restrictedConfig is strictConfig in restricted mode.
+func restrictedConfig(t *testing.T) Config {
+	c := strictConfig()
+	c.PythonMode = PythonRestricted
+	c.RestrictedLib = restrictedLib(t)
+	return c
+}
+
+// TestRestrictedOrdinaryPrograms: ordinary programs (testdata/restricted/ok,
+// each NAME.py with the output plain python3.11 gives, NAME.out) run under
+// strict in restricted mode, end ok and print exactly that.
+func TestRestrictedOrdinaryPrograms(t *testing.T) {
+	progs, err := filepath.Glob("testdata/restricted/ok/*.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(progs) < 30 {
+		t.Fatalf("%d programs in testdata/restricted/ok, want at least 30", len(progs))
+	}
+	cfg := restrictedConfig(t)
+	for _, p := range progs {
+		name := strings.TrimSuffix(filepath.Base(p), ".py")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(p, ".py") + ".out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runProgram(t, cfg, string(src), "")
+			if r.exit != 0 || r.report.Static != StaticOK || len(r.report.Violations) != 0 {
+				t.Fatalf("exit %d, static %q, %d violations; want 0, ok, none\n%s",
+					r.exit, r.report.Static, len(r.report.Violations), r)
+			}
+			if r.stdout != string(want) {
+				t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, want)
+			}
+		})
+	}
+}
