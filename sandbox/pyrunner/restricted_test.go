@@ -74,3 +74,32 @@ func TestRestrictedOrdinaryPrograms(t *testing.T) {
 		})
 	}
 }
+
+// TestRestrictedSession: a session's cells are compiled one by one by the
+// restricted compiler; state persists across cells, a refused cell is a
+// policy violation and the session goes on; the display rule holds.
+func TestRestrictedSession(t *testing.T) {
+	cfg := restrictedConfig(t)
+	cfg.Outputs = true
+	s := startSession(t, cfg, "")
+	wantStatus(t, s.run("class P:\n    def __init__(self, x):\n        self.x = x\np = P(2)\nprint('one')\n"), CellOK)
+	c := s.run("p.x += 40\nfor k, v in {'a': p.x}.items():\n    print(k, v)\n")
+	wantStatus(t, c, CellOK)
+	if c.stdout != "a 42\n" {
+		t.Errorf("cell 2 stdout %q", c.stdout)
+	}
+	c = s.run("().__class__.__base__.__subclasses__()\n")
+	wantStatus(t, c, CellPolicyViolation)
+	c = s.run("s = 'x'\n'{0.__class__.__base__}'.format(s)\n")
+	if c.Status == CellOK || len(c.violations) == 0 {
+		t.Errorf("format route in a cell: %s", c)
+	}
+	c = s.run("p.x * 2")
+	wantStatus(t, c, CellOK)
+	if len(c.Outputs) != 1 || c.Outputs[0].Data != "84" {
+		t.Errorf("outputs %+v", c.Outputs)
+	}
+	if code := s.close(); code != 0 {
+		t.Errorf("exit %d after stdin closed\n%s", code, s.output())
+	}
+}

@@ -598,31 +598,46 @@ def _r_build_class(func, name, *bases, **kwargs):
     return cls
 
 
-def _r_attrgetter(attr, *attrs):
-    names = (attr,) + attrs
-    for a in names:
-        if not isinstance(a, str):
-            raise TypeError("attribute name must be a string")
-        for part in a.split("."):
-            if not _name_ok(part):
-                raise _refuse_name(part, _getframe(1))
+class _AttrGetter:
+    """operator.attrgetter as the program has it: every name checked when
+    it is made, every read through _getattr_."""
 
-    def one(obj, a):
-        for part in a.split("."):
-            obj = _r_getattr(obj, part)
-        return obj
+    def __init__(self, attr, *attrs):
+        self.names = (attr,) + attrs
+        for a in self.names:
+            if not isinstance(a, str):
+                raise TypeError("attribute name must be a string")
+            for part in a.split("."):
+                if not _name_ok(part):
+                    raise _refuse_name(part, _getframe(1))
 
-    if not attrs:
-        return lambda obj: one(obj, attr)
-    return lambda obj: tuple(one(obj, a) for a in names)
+    def __call__(self, obj):
+        got = []
+        for a in self.names:
+            v = obj
+            for part in a.split("."):
+                v = _r_getattr(v, part)
+            got.append(v)
+        return got[0] if len(got) == 1 else tuple(got)
 
 
-def _r_methodcaller(name, /, *args, **kwargs):
-    if not isinstance(name, str):
-        raise TypeError("method name must be a string")
-    if not _name_ok(name):
-        raise _refuse_name(name, _getframe(1))
-    return lambda obj: _r_getattr(obj, name)(*args, **kwargs)
+class _MethodCaller:
+    """operator.methodcaller as the program has it (_AttrGetter's rules)."""
+
+    def __init__(self, name, /, *args, **kwargs):
+        if not isinstance(name, str):
+            raise TypeError("method name must be a string")
+        if not _name_ok(name):
+            raise _refuse_name(name, _getframe(1))
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def __call__(self, obj):
+        return _r_getattr(obj, self.name)(*self.args, **self.kwargs)
+
+
+_AttrGetter.__name__ = _AttrGetter.__qualname__ = "attrgetter"
+_MethodCaller.__name__ = _MethodCaller.__qualname__ = "methodcaller"
+_AttrGetter.__module__ = _MethodCaller.__module__ = "operator"
 
 
 def _wrapper_names(assigned, updated):
@@ -700,8 +715,8 @@ def _restricted_builtins(cfg, ub):
         "_write_": _r_write, "_inplacevar_": _r_inplacevar, "_apply_": _r_apply,
         "_print_": _PrintOut,
     })
-    _State.subst.update({("operator", "attrgetter"): _r_attrgetter,
-                         ("operator", "methodcaller"): _r_methodcaller,
+    _State.subst.update({("operator", "attrgetter"): _AttrGetter,
+                         ("operator", "methodcaller"): _MethodCaller,
                          ("functools", "update_wrapper"): _r_update_wrapper,
                          ("functools", "wraps"): _r_wraps,
                          ("string", "Formatter"): _RP.formatter})
