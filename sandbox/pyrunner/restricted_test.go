@@ -103,3 +103,20 @@ func TestRestrictedSession(t *testing.T) {
 		t.Errorf("exit %d after stdin closed\n%s", code, s.output())
 	}
 }
+
+// TestRestrictedWithoutLibrary: restricted mode on a root without the
+// runner's RestrictedPython (one built by an older nsbox) fails closed:
+// nothing runs, and the error says to rebuild the root.
+func TestRestrictedWithoutLibrary(t *testing.T) {
+	cfg := restrictedConfig(t)
+	cfg.RestrictedLib = t.TempDir()
+	dir := t.TempDir()
+	r := runProgram(t, cfg, "open('ran', 'w').close()\n", dir)
+	if r.exit != ExitRunnerError || !strings.Contains(r.stderr, "RestrictedPython") ||
+		!strings.Contains(r.stderr, "rebuild it") || r.report.Static != "" {
+		t.Fatalf("exit %d, static %q; want %d, no status line and a rebuild hint\n%s", r.exit, r.report.Static, ExitRunnerError, r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("the program ran")
+	}
+}
