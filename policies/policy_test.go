@@ -58,7 +58,7 @@ func TestBuiltins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mode := "" // absent: guarded
+			mode := ModeGuarded // default states it; the others extend default
 			if tt.name == "strict" {
 				mode = ModeRestricted
 			}

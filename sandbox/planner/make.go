@@ -255,9 +255,11 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 		DenyBuiltins: p.Allowlist.DenyBuiltins,
 		DenyEvents:   p.Allowlist.DenyEvents,
 		StrictAttrs:  p.Allowlist.StrictAttributes,
-		PythonMode:   p.Python.Mode,
 		Filename:     f.Filename,
 		WritableDirs: spec.WritableDirs,
+	}
+	if p.Python.Restricted() {
+		c.PythonMode = pyrunner.PythonRestricted
 	}
 	if c.Filename == "" {
 		c.Filename = pyrunner.DefaultFilename
