@@ -268,8 +268,9 @@
 //     attributes by names the program passes is guarded only where the
 //     runner replaces it (operator.attrgetter and methodcaller,
 //     functools.update_wrapper and wraps, string.Formatter, str.format
-//     and format_map); values reached by iterating a library's containers
-//     are not filtered (attribute and item reads are); vars() and dir()
+//     and format_map, typing.get_origin); values a library function
+//     returns, or that iterating a library's containers yields, are not
+//     filtered (attribute and item reads are); vars() and dir()
 //     hide what the guards refuse, so a route through them ends in a
 //     KeyError or IndexError rather than a reported violation.
 //

@@ -166,6 +166,11 @@ escape(f()())
 		{"lambda default, strict", `f = lambda o=().__class__.__base__: o.__subclasses__()
 escape(f())
 `, false, false},
+		{"typing.get_origin hands out type", `import typing
+T = typing.get_origin(typing.Type[int])
+X = T("X", (), {"__getattr__": lambda self, name: object.__subclasses__})
+escape(X().anything())
+`, true, false},
 		{"abc.ABCMeta as a metaclass call", `import abc
 M = abc.ABCMeta
 X = M("X", (), {"__getattr__": lambda self, name: object.__subclasses__})

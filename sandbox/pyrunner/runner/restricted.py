@@ -15,9 +15,10 @@ What the guards hold: no attribute starting with "_" but READ_DUNDERS;
 no frame, code object or traceback, by name or by type; no mro(); no
 metaclass but the stand-in for type (_Type: one argument only); modules
 only as views (views.py) the allowlist allows; str.format and format_map,
-string.Formatter, operator.attrgetter and methodcaller, and
-functools.update_wrapper and wraps only through the same rules; writes
-refused to modules and to classes the program did not create.
+string.Formatter, operator.attrgetter and methodcaller,
+functools.update_wrapper and wraps, and typing.get_origin only through
+the same rules; writes refused to modules and to classes the program did
+not create.
 tests/test_restricted.py and Go's restricted_test.go are the checks.
 """
 
@@ -666,6 +667,15 @@ def _r_wraps(wrapped, assigned=("__module__", "__name__", "__qualname__", "__doc
     return ft.wraps(wrapped, tuple(assigned), tuple(updated))
 
 
+def _r_get_origin(tp):
+    """typing.get_origin, which hands out a generic alias's origin: for
+    typing.Type, the real type (a metaclass: _handed gives the stand-in)."""
+    origin = _modules["typing"].get_origin(tp)
+    if origin is None or _real_type(origin) in _PLAIN_TYPES:
+        return origin
+    return _handed(origin, "get_origin", _getframe(1))
+
+
 def _formatter_class(string):
     """string.Formatter whose fields read attributes and items through the
     guards (a copy of its namespace: no route back to the real class)."""
@@ -719,5 +729,6 @@ def _restricted_builtins(cfg, ub):
                          ("operator", "methodcaller"): _MethodCaller,
                          ("functools", "update_wrapper"): _r_update_wrapper,
                          ("functools", "wraps"): _r_wraps,
+                         ("typing", "get_origin"): _r_get_origin,
                          ("string", "Formatter"): _RP.formatter})
     return b
