@@ -364,3 +364,10 @@ k8s-validate: build $(K8S_VENV)/.complete
 
 apparmor-check:
 	deploy/check/apparmor.sh
+
+# Target: pin-runnerlibs. Re-vendor and re-pin the runner's RestrictedPython
+# wheel (sandbox/pyrunner/runnerlibs): make pin-runnerlibs VERSION=9.0.
+# Never run by make test; roots check the vendored wheel against its lock.
+.PHONY: pin-runnerlibs
+pin-runnerlibs:
+	scripts/pin-runnerlibs.sh $(VERSION)

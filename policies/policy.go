@@ -42,7 +42,18 @@ type Policy struct {
 type Python struct {
 	Root   string // python.root: a name from BuiltinRoots or the absolute path of a built root
 	Verify string // python.verify: VerifyQuick or VerifyFull
+	Mode   string // python.mode: ModeGuarded, ModeRestricted, or "" (absent: ModeGuarded)
 }
+
+// Restricted reports whether the program is compiled by RestrictedPython
+// (python.mode "restricted").
+func (p Python) Restricted() bool { return p.Mode == ModeRestricted }
+
+// The runner's modes of holding the program's Python (python.mode).
+const (
+	ModeGuarded    = "guarded"    // static checks and the audit hook
+	ModeRestricted = "restricted" // those, and the program compiled by RestrictedPython
+)
 
 // BuiltinRoots are the root names a policy may give instead of a path;
 // they live in the roots directory (sandbox/roots).

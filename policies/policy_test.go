@@ -58,10 +58,14 @@ func TestBuiltins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			mode := ModeGuarded // default states it; the others extend default
+			if tt.name == "strict" {
+				mode = ModeRestricted
+			}
 			want := &Policy{
 				Name:        tt.name,
 				Description: p.Description,
-				Python:      Python{Root: tt.root, Verify: VerifyQuick},
+				Python:      Python{Root: tt.root, Verify: VerifyQuick, Mode: mode},
 				Limits:      tt.limits,
 				Filesystem:  Filesystem{TmpSize: tt.tmp, ShmSize: tt.shm},
 				Sandbox:     tt.sandbox,
@@ -270,5 +274,21 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// python.mode "restricted" needs strict_attributes; the error names the
+// key and its line.
+func TestModeNeedsStrictAttributes(t *testing.T) {
+	src := "extends = \"default\"\n[python]\nmode = \"restricted\"\n"
+	_, err := Parse("p.toml", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "python.mode") || !strings.Contains(err.Error(), "strict_attributes") || !strings.Contains(err.Error(), ":3") {
+		t.Fatalf("restricted without strict_attributes: %v", err)
+	}
+	if _, err := Parse("p.toml", []byte(src+"[allowlist]\nstrict_attributes = true\n")); err != nil {
+		t.Fatalf("restricted with strict_attributes: %v", err)
+	}
+	if _, err := Parse("p.toml", []byte("extends = \"default\"\n[python]\nmode = \"lax\"\n")); err == nil || !strings.Contains(err.Error(), `"lax" is not a mode`) {
+		t.Fatalf("unknown mode: %v", err)
 	}
 }

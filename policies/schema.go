@@ -107,6 +107,21 @@ var schema = []Key{
 		check: checkVerify,
 	},
 	{
+		Name: "python.mode", Example: `"guarded"`,
+		Doc: "How the runner holds the program's Python: `guarded` checks its imports and builtins before it " +
+			"runs and again while it runs (an audit hook), and with `allowlist.strict_attributes` refuses " +
+			"underscore attributes it can see; `restricted` (which needs `allowlist.strict_attributes = true`) " +
+			"also compiles the program with RestrictedPython, so every attribute read and write, item access " +
+			"and iteration goes through nsbox's guards, and constructs the guards cannot hold (`match`, " +
+			"metaclasses, `async`, most dunder methods) are refused before anything runs. Absent: `guarded`.",
+		field:  func(p *Policy) any { return &p.Python.Mode },
+		values: func() []string { return []string{ModeGuarded, ModeRestricted} },
+		allowed: func() string {
+			return `"guarded" (checked imports and builtins, an audit hook) or "restricted" (also compiled by RestrictedPython; needs allowlist.strict_attributes = true)`
+		},
+		check: checkMode,
+	},
+	{
 		Name: "limits.timeout", Required: true, Example: `"30s"`,
 		Doc:    "Wall-clock limit for the whole run; at the deadline every process of the run is killed (status `timeout`).",
 		field:  func(p *Policy) any { return &p.Limits.Timeout },

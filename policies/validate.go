@@ -102,6 +102,19 @@ func checkVerify(k *Key, p *Policy, at reporter) error {
 	return nil
 }
 
+// checkMode: a known mode; restricted only with strict_attributes, whose
+// module views and run-time checks the restricted guards build on.
+func checkMode(k *Key, p *Policy, at reporter) error {
+	v := p.Python.Mode
+	if v != "" && !slices.Contains(k.values(), v) {
+		return at(k.Name, "%q is not a mode (allowed: %s)", v, k.Allowed())
+	}
+	if v == ModeRestricted && !p.Allowlist.StrictAttributes {
+		return at(k.Name, `"restricted" needs allowlist.strict_attributes = true, which is false (allowed: %s)`, k.Allowed())
+	}
+	return nil
+}
+
 func checkWholeSeconds(k *Key, p *Policy, at reporter) error {
 	if d := p.Limits.CPUTime; d.Duration%time.Second != 0 {
 		return at(k.Name, "%s is not a whole number of seconds; RLIMIT_CPU counts seconds (allowed: %s)", d, k.Allowed())

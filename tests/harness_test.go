@@ -234,6 +234,7 @@ func osOnly(t *testing.T, name string) string {
 		t.Fatalf("%s.toml has no [allowlist] before [audit]", name)
 	}
 	s = s[:i] + "\n[allowlist]\nimports = [\"*\"]\ndeny_builtins = []\ndeny_events = []\nstrict_attributes = false\n" + s[j:]
+	s = strings.Replace(s, "\nmode = \"restricted\"\n", "\nmode = \"guarded\"\n", 1) // restricted needs strict_attributes
 	s = scalePolicyTimeout(t, name, s)
 	p := filepath.Join(t.TempDir(), name+"-os-only.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {

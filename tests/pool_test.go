@@ -273,10 +273,10 @@ var poolBypass = []struct {
 	{"getattr on __builtins__", "getattr(__builtins__, '__imp' + 'ort__')('os')", result.StatusPolicyViolation, "getattr"},
 	{"__builtins__ subscript", "__builtins__['__import__']('os')", result.StatusPolicyViolation, "__builtins__"},
 	{"sys.modules", "import sys\nsys.modules['os'].system('true')", result.StatusPolicyViolation, "sys"},
-	{"subclass walk", "().__class__.__bases__[0].__subclasses__()", result.StatusPolicyViolation, "__class__"},
+	{"subclass walk", "().__class__.__bases__[0].__subclasses__()", result.StatusPolicyViolation, "__subclasses__"},
 	{"random._os", "import random\nrandom._os.system('true')", result.StatusPolicyViolation, "_os"},
 	{"from random import _os", "from random import _os", result.StatusPolicyViolation, "_os"},
-	{"match class pattern", "match ():\n    case tuple(__class__=c):\n        pass", result.StatusPolicyViolation, "__class__"},
+	{"match class pattern", "match ():\n    case tuple(__class__=c):\n        pass", result.StatusPolicyViolation, "match"}, // restricted: no match at all
 	{"vars and globals", "vars()['x'] = 1\nglobals()", result.StatusPolicyViolation, "vars"},
 	{"json.codecs.sys", "import json\nx = json.codecs.sys\nprint('ran')", result.StatusPolicyViolation, "codecs"},
 	{"from json import codecs", "from json import codecs\nprint('ran')", result.StatusPolicyViolation, "codecs"},

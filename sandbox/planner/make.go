@@ -258,6 +258,9 @@ func runner(p *policies.Policy, f Flags) pyrunner.Config {
 		Filename:     f.Filename,
 		WritableDirs: spec.WritableDirs,
 	}
+	if p.Python.Restricted() {
+		c.PythonMode = pyrunner.PythonRestricted
+	}
 	if c.Filename == "" {
 		c.Filename = pyrunner.DefaultFilename
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+
+	"github.com/nsbox/nsbox/sandbox/pyrunner/runnerlibs"
 )
 
 // compiledDir is where a root keeps the compiled runner.
@@ -19,11 +21,48 @@ const SourceName = compiledDir + "/runner.py"
 
 // CompiledPath is where a root keeps the runner compiled for its own
 // interpreter (written by Compile when the root is built, and listed in
-// the root's manifest). The name carries a hash of Source, so a root built
-// with another runner lacks this file: such a root must be rebuilt.
+// the root's manifest). The name carries a hash of Source and of the
+// runner's library (LibDir), so a root built with another runner, or
+// with another library or none, lacks this file: such a root must be
+// rebuilt.
 func CompiledPath() string {
-	sum := sha256.Sum256([]byte(Source))
+	sum := sha256.Sum256([]byte(Source + "\x00" + libDigest()))
 	return compiledDir + "/runner-" + hex.EncodeToString(sum[:8]) + ".pyc"
+}
+
+// LibDir is where a root keeps the runner's own library (RestrictedPython,
+// package runnerlibs), compiled: a directory of its own, never on the
+// program's sys.path; the runner imports it from there under python.mode
+// "restricted" only. Its name carries the pinned wheel's digest.
+func LibDir() string {
+	return compiledDir + "/lib-" + libDigest()[:16]
+}
+
+// libDigest is the pinned wheel's sha256; a vendored wheel that does not
+// match its lock is a broken build of nsbox, not a run-time condition.
+func libDigest() string {
+	d, err := runnerlibs.Digest()
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// InstallLib writes the runner's library into a root: extracted under the
+// host path dst (which must not exist; the root's LibDir()), then compiled
+// by python, the root's interpreter, as unchecked-hash .pyc files whose
+// code names LibDir() (the root is read-only: nothing is compiled at run
+// time).
+func InstallLib(ctx context.Context, python, dst string) error {
+	if err := runnerlibs.Extract(dst); err != nil {
+		return fmt.Errorf("install runner library into %s: %w", dst, err)
+	}
+	cmd := exec.CommandContext(ctx, python, "-I", "-m", "compileall", "-q", "-f",
+		"--invalidation-mode", "unchecked-hash", "-s", dst, "-p", LibDir(), dst)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("compile runner library %s with %s: %w\n%s", dst, python, err, out)
+	}
+	return nil
 }
 
 // compileScript compiles argv[1] to argv[2] as an unchecked-hash .pyc whose

@@ -28,6 +28,7 @@
 //	network.py     the network check under a proxy (Config.Proxy)
 //	guard.py       the audit hook and the run-time checks; the invariants
 //	views.py       what the program is handed: __import__, stubs, module views
+//	restricted.py  python.mode "restricted": RestrictedPython's compiler, the guards
 //	tracebacks.py  tracebacks without the runner's frames
 //	arm.py         arming the guard before the program (a run, a session)
 //	display.py     display outputs: a final expression's value, figures
@@ -296,6 +297,17 @@
 //     eval and compile are denied); without strict, frames reach the
 //     runner's globals anyway (the first limit). The runner never calls
 //     the program's objects from its own frames (invariant 11).
+//   - With PythonRestricted (runner/restricted.py) the program's own code
+//     reads attributes, items and iterates only through the guards, but a
+//     library function it calls runs unrestricted: library code that reads
+//     attributes by names the program passes is guarded only where the
+//     runner replaces it (operator.attrgetter and methodcaller,
+//     functools.update_wrapper and wraps, string.Formatter, str.format
+//     and format_map, typing.get_origin); values a library function
+//     returns, or that iterating a library's containers yields, are not
+//     filtered (attribute and item reads are); vars() and dir()
+//     hide what the guards refuse, so a route through them ends in a
+//     KeyError or IndexError rather than a reported violation.
 //
 // The runner's invariants, and what breaks if one goes, open runner/guard.py.
 // The tests in this package run the real /usr/bin/python3.11 on the host

@@ -87,6 +87,11 @@ type Config struct {
 	// StrictAttrs rejects underscore attributes statically and hands
 	// modules over as views that refuse modules the allowlist refuses.
 	StrictAttrs bool `json:"strict_attrs"`
+	// PythonMode is PythonGuarded ("" means it too) or PythonRestricted:
+	// the program compiled by RestrictedPython, its attribute reads and
+	// writes, item access and iteration through the runner's guards
+	// (runner/restricted.py). Restricted needs StrictAttrs.
+	PythonMode string `json:"python_mode,omitempty"`
 	// ReportFD is the fd of the report pipe in the runner, >= 3.
 	ReportFD int `json:"report_fd"`
 	// Filename is the program's name in tracebacks; "" is DefaultFilename.
@@ -111,6 +116,10 @@ type Config struct {
 	// display outputs; past it the rest are dropped and marked truncated.
 	// 0 is DefaultMaxOutputBytes; at most MaxOutputBytesCeiling.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// RestrictedLib is the directory the runner imports RestrictedPython
+	// from under PythonRestricted; "" is the root's, LibDir(). Tests of
+	// the runner outside a root set their own.
+	RestrictedLib string `json:"restricted_lib,omitempty"`
 	// Proxy is the address of nsbox's proxy in the run's network
 	// namespace, "127.0.0.1:PORT" (policy network.mode "allowlist"), or
 	// "" for a run without network. When set, the runner refuses and
@@ -129,13 +138,31 @@ type wireConfig struct {
 	Preload             []string `json:"preload"`
 	MaxOutputBytes      int64    `json:"max_output_bytes"`
 	Proxy               *string  `json:"proxy"` // null without network
+	PythonMode          string   `json:"python_mode"`
+	RestrictedLib       string   `json:"restricted_lib"` // "" when guarded
 	MaxViolationLines   int      `json:"max_violation_lines"`
 	ExitPolicyViolation int      `json:"exit_policy_violation"`
 	ExitSyntaxError     int      `json:"exit_syntax_error"`
 }
 
+// The runner's modes of holding the program's Python (Config.PythonMode;
+// the policy's python.mode).
+const (
+	PythonGuarded    = "guarded"
+	PythonRestricted = "restricted"
+)
+
 // Validate reports the first problem with c, naming the field.
 func (c Config) Validate() error {
+	if c.PythonMode != "" && c.PythonMode != PythonGuarded && c.PythonMode != PythonRestricted {
+		return fmt.Errorf("pyrunner config: python_mode %q: want %q or %q", c.PythonMode, PythonGuarded, PythonRestricted)
+	}
+	if c.PythonMode == PythonRestricted && !c.StrictAttrs {
+		return errors.New("pyrunner config: python_mode \"restricted\" needs strict_attrs")
+	}
+	if c.RestrictedLib != "" && !filepath.IsAbs(c.RestrictedLib) {
+		return fmt.Errorf("pyrunner config: restricted_lib %q is not absolute", c.RestrictedLib)
+	}
 	if c.Mode != ModeRun && c.Mode != ModeCheck && c.Mode != ModeSession {
 		return fmt.Errorf("pyrunner config: mode %q: want %q, %q or %q", c.Mode, ModeRun, ModeCheck, ModeSession)
 	}
@@ -262,6 +289,13 @@ func encodeConfig(interp string, c Config) (string, error) {
 	}
 	if c.Proxy != "" {
 		w.Proxy = &c.Proxy
+	}
+	w.PythonMode = PythonGuarded
+	if c.PythonMode == PythonRestricted {
+		w.PythonMode, w.RestrictedLib = PythonRestricted, c.RestrictedLib
+		if w.RestrictedLib == "" {
+			w.RestrictedLib = LibDir()
+		}
 	}
 	var cfg strings.Builder
 	enc := json.NewEncoder(&cfg)

@@ -23,6 +23,7 @@ func TestArgv(t *testing.T) {
 	want := `{"mode":"run","allow":null,"deny_builtins":null,"deny_events":null,"strict_attrs":false,` +
 		`"report_fd":3,"filename":"<program>","writable_dirs":["/workspace"],` +
 		`"outputs":false,"preload":[],"max_output_bytes":4194304,"proxy":null,` +
+		`"python_mode":"guarded","restricted_lib":"",` +
 		`"max_violation_lines":1000,"exit_policy_violation":126,"exit_syntax_error":1}`
 	if argv[5] != want {
 		t.Errorf("config\n got %s\nwant %s", argv[5], want)

@@ -18,6 +18,7 @@ const (
 	KindEvent     = "event"     // a denied audit event, or the report pipe
 	KindAttribute = "attribute" // strict_attrs: underscore names, frames
 	KindNetwork   = "network"   // Config.Proxy: a route around the proxy (runner/network.py)
+	KindConstruct = "construct" // PythonRestricted: a construct the restricted compiler refuses (match, async, a metaclass)
 )
 
 // The values of Report.Static.
@@ -165,7 +166,7 @@ func (rep *Report) add(line []byte, tooLong bool) {
 	case len(line) > maxLine:
 		rep.malformed()
 		return
-	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute, w.Kind == KindNetwork:
+	case w.Kind == KindImport, w.Kind == KindBuiltin, w.Kind == KindEvent, w.Kind == KindAttribute, w.Kind == KindNetwork, w.Kind == KindConstruct:
 	default:
 		rep.malformed()
 		return

@@ -154,7 +154,8 @@ const (
 	ViolationBuiltin   = "builtin"
 	ViolationEvent     = "event"
 	ViolationAttribute = "attribute"
-	ViolationNetwork   = "network" // a connection or a name lookup that network allowlist mode refused
+	ViolationNetwork   = "network"   // a connection or a name lookup that network allowlist mode refused
+	ViolationConstruct = "construct" // python.mode "restricted": a construct the restricted compiler refuses (match, async, a metaclass)
 )
 
 // New returns a Result for run id under the named policy, with Schema set.

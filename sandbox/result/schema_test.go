@@ -159,7 +159,7 @@ func TestSchemaMatchesStruct(t *testing.T) {
 		t.Error("schema violations has no items")
 	} else {
 		checkObject(t, "violations[]", *items, reflect.TypeFor[Violation]())
-		kinds := []string{ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute, ViolationNetwork}
+		kinds := []string{ViolationImport, ViolationBuiltin, ViolationEvent, ViolationAttribute, ViolationNetwork, ViolationConstruct}
 		if got := items.Properties["kind"].Enum; !slices.Equal(got, kinds) {
 			t.Errorf("schema violations[].kind enum %v, want %v", got, kinds)
 		}

@@ -11,6 +11,7 @@ from .guard import (RAW_MODULES, _RG, _State, _add_source, _core, _hook, _plant_
                     _record)
 from .network import NET_EVENTS
 from .report import _esc
+from .restricted import _restricted_builtins
 from .views import (_FORMATTER, _attrgetter, _guard_import_module,
                     _guard_importlib_import, _methodcaller, _stub_posixsubprocess,
                     _user_builtins)
@@ -45,6 +46,7 @@ def _arm(cfg, report, lines):
         {"object.__getattr__"} if cfg.strict else set()) | (
         NET_EVENTS if cfg.proxy is not None else set())
     _State.ub = _user_builtins(cfg)
+    _State.ub = _restricted_builtins(cfg, _State.ub) if cfg.restricted else _State.ub
     _PG["__builtins__"] = _State.ub
     _PG["call"] = type(_program_call)(_program_call.__code__, _PG, "call")
 

@@ -21,7 +21,7 @@ CONFIG_KEYS = frozenset((
     "mode", "allow", "deny_builtins", "deny_events", "strict_attrs",
     "report_fd", "filename", "writable_dirs", "max_violation_lines",
     "exit_policy_violation", "exit_syntax_error", "outputs", "preload",
-    "max_output_bytes", "proxy"))
+    "max_output_bytes", "proxy", "python_mode", "restricted_lib"))
 
 
 def _fail(msg):
@@ -79,6 +79,15 @@ def _load_config(argv):
     cfg.strict = c["strict_attrs"]
     if not isinstance(cfg.strict, bool):
         _fail("strict_attrs: want a boolean")
+    # restricted.py: the program compiled by RestrictedPython, imported
+    # from restricted_lib (the root's private copy).
+    if c["python_mode"] not in ("guarded", "restricted"):
+        _fail("python_mode: want \"guarded\" or \"restricted\", not %r" % (c["python_mode"],))
+    cfg.restricted = c["python_mode"] == "restricted"
+    cfg.restricted_lib = c["restricted_lib"]
+    if not isinstance(cfg.restricted_lib, str) or cfg.restricted and not (
+            cfg.restricted_lib.startswith("/") and cfg.strict):
+        _fail("restricted_lib: want an absolute path, and strict_attrs, in restricted mode")
     cfg.fd = integer("report_fd", 3, 1 << 30)
     cfg.filename = c["filename"]
     if not isinstance(cfg.filename, str) or not cfg.filename:

@@ -60,21 +60,23 @@ def _checked(cfg, report, src, split, probe=False):
         tree = compile(src, cfg.filename, "exec", _ast.PyCF_ONLY_AST)
         # Compiled whole even when split: the compiler's own errors
         # ('return' outside function) are the program's, wherever they are.
-        code = compile(src, cfg.filename, "exec", dont_inherit=True)
+        # In restricted mode the rewritten tree is compiled instead, below.
+        code = None if cfg.restricted else compile(src, cfg.filename, "exec", dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError) as e:
-        if not isinstance(e, SyntaxError):
-            e = SyntaxError("the program is too deeply nested to compile",
-                            (cfg.filename, 0, 0, None))
-        line, col = e.lineno or 0, max((e.offset or 1) - 1, 0)
-        report.line((("static", "syntax_error"), ("line", line), ("col", col),
-                     ("detail", "%s: %s" % (type(e).__name__, e.msg))))
-        e.__traceback__ = None
-        _real_import("traceback").print_exception(type(e), e, None)
-        return "syntax_error", None, None
+        return _syntax_error(cfg, report, e)
     # The tokenizer's lines: \n, \r\n and \r end a line, nothing else does.
     lines = _decode(src).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     found = []
     _check(tree, cfg, found, probe=probe)
+    if cfg.restricted:
+        # RestrictedPython rewrites the tree in place and adds what it
+        # refuses (restricted.py); the rewritten tree is what runs.
+        found.extend(_Compilers.restricted(cfg, tree, cfg.filename))
+        if not found:
+            try:
+                code = compile(tree, cfg.filename, "exec", dont_inherit=True)
+            except (SyntaxError, RecursionError, MemoryError) as e:
+                return _syntax_error(cfg, report, e)
     found = sorted({(l, c, k, n, d) for k, n, l, c, d in found})
     for line, col, kind, name, detail in found[:cfg.max_lines]:
         report.violation(kind, name, line, _char_col(lines, line, col), detail)
@@ -94,6 +96,26 @@ def _checked(cfg, report, src, split, probe=False):
         w("  ... and %d more\n" % (len(found) - 20))
     _call_method(sys.stderr, "flush")
     return "violations", None, None
+
+
+def _syntax_error(cfg, report, e):
+    """Report a program that does not compile: its status line and
+    Python's own message on stderr."""
+    if not isinstance(e, SyntaxError):
+        e = SyntaxError("the program is too deeply nested to compile",
+                        (cfg.filename, 0, 0, None))
+    line, col = e.lineno or 0, max((e.offset or 1) - 1, 0)
+    report.line((("static", "syntax_error"), ("line", line), ("col", col),
+                 ("detail", "%s: %s" % (type(e).__name__, e.msg))))
+    e.__traceback__ = None
+    _real_import("traceback").print_exception(type(e), e, None)
+    return "syntax_error", None, None
+
+
+class _Compilers:
+    """The restricted compiler (restricted.py), which comes later in the
+    bundle: it sets restricted to its _compile_restricted."""
+    restricted = None
 
 
 def _split(tree, code, filename):
@@ -213,6 +235,9 @@ def _check(tree, cfg, out, codegen=False, probe=False):
     itself, and attributes that lead to internals, not the policy's lists."""
     allow = None if codegen else cfg.allow
     strict = cfg.strict
+    # In restricted mode RestrictedPython's compiler checks names and
+    # attributes (restricted.py), with the same rules and more.
+    attrs = strict and (codegen or not cfg.restricted)
     deny = frozenset() if codegen else cfg.deny_builtins - {"open"}
     # Names bound to importlib, and to its import functions; in generated
     # code, the names it binds itself (a namedtuple field may be "locals").
@@ -258,7 +283,7 @@ def _check(tree, cfg, out, codegen=False, probe=False):
                 module(a.name, a)
         elif isinstance(n, _ast.ImportFrom):
             module(n.module, n, n.level)
-            if strict:
+            if attrs:
                 for a in n.names:
                     if a.name.startswith("_") and n.module != "__future__":
                         attr(a.name, a, "imported name")
@@ -278,7 +303,7 @@ def _check(tree, cfg, out, codegen=False, probe=False):
                     lit = _literal(n.args[1])  # import_module(".x", "pkg"): pkg's top
                 module(lit, n, level)
             # getattr(o, "_x") and its family, with a (folded) literal name
-            if (strict and isinstance(f, _ast.Name) and len(n.args) > 1
+            if (attrs and isinstance(f, _ast.Name) and len(n.args) > 1
                     and f.id in ("getattr", "setattr", "delattr", "hasattr")):
                 name = _literal(n.args[1])
                 plain = isinstance(n.args[1], _ast.Constant)
@@ -290,11 +315,11 @@ def _check(tree, cfg, out, codegen=False, probe=False):
                     "%r is not available under the policy" % n.id)
             if codegen and n.id in CODEGEN_NAMES and n.id not in bound:
                 add("builtin", n.id, n, "%r in code compiled at run time" % n.id)
-            elif strict and n.id in HIDDEN_NAMES:
+            elif attrs and n.id in HIDDEN_NAMES:
                 add("attribute", n.id, n,
                     "name %r reaches the interpreter's internals: not allowed "
                     "under strict_attrs" % n.id)
-        elif isinstance(n, _ast.Attribute) and strict:
+        elif isinstance(n, _ast.Attribute) and attrs:
             # Point at the name after the dot, not at the whole expression.
             line, col = n.end_lineno, n.end_col_offset - len(n.attr.encode("utf-8"))
             if codegen and n.attr in ESCAPE_ATTRS:
@@ -302,7 +327,7 @@ def _check(tree, cfg, out, codegen=False, probe=False):
                     "interpreter's internals" % n.attr, line, col)
             elif not codegen and n.attr.startswith("_"):
                 attr(n.attr, n, "attribute", line, col)
-        elif isinstance(n, _ast.MatchClass) and strict and not codegen:
+        elif isinstance(n, _ast.MatchClass) and attrs and not codegen:
             for k in n.kwd_attrs:  # case C(__class__=x) reads an attribute
                 if k.startswith("_"):
                     attr(k, n, "attribute")

@@ -44,6 +44,7 @@ var order = []string{
 	"network",    // the network check under a proxy (allowlist mode)
 	"guard",      // the audit hook and the checks; the invariants
 	"views",      // what the program is handed: __import__, stubs, module views
+	"restricted", // restricted mode: RestrictedPython's compiler, nsbox's guards
 	"tracebacks", // tracebacks without the runner's frames
 	"ending",     // the end of a run: python's, without its teardown
 	"arm",        // arming the guard before the program

@@ -214,7 +214,8 @@ def run_runner(program, proxy, env=None):
            "strict_attrs": False, "report_fd": None, "filename": "<program>",
            "writable_dirs": ["/workspace", "/tmp", "/dev/shm"], "max_violation_lines": 1000,
            "exit_policy_violation": 126, "exit_syntax_error": 1, "outputs": False,
-           "preload": [], "max_output_bytes": 4 << 20, "proxy": proxy}
+           "preload": [], "max_output_bytes": 4 << 20, "proxy": proxy,
+           "python_mode": "guarded", "restricted_lib": ""}
     r, w = os.pipe()
     cfg["report_fd"] = w  # passed on at the same number
     pid_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}

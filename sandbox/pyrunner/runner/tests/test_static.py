@@ -26,7 +26,8 @@ def config(**over):
            "strict_attrs": False, "report_fd": 3, "filename": "<program>",
            "writable_dirs": ["/workspace", "/tmp", "/dev/shm"], "max_violation_lines": 1000,
            "exit_policy_violation": 126, "exit_syntax_error": 1, "outputs": False,
-           "preload": [], "max_output_bytes": 4 << 20, "proxy": None}
+           "preload": [], "max_output_bytes": 4 << 20, "proxy": None,
+           "python_mode": "guarded", "restricted_lib": ""}
     doc.update(over)
     return _load_config(["runner", json.dumps(doc)])
 

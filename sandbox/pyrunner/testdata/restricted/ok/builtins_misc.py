@@ -1,0 +1,5 @@
+print(list(map(str, [1, 2])), list(filter(None, [0, 1, "", "a"])), any([0, 1]), all([]), sum([0.5] * 4), len(range(0, 10, 3)))
+print(isinstance(1, (int, float)), type(1) is int, type("x"), type(type(1)), isinstance(int, type), issubclass(bool, int), callable(len))
+print(hash(1) == hash(1.0), id(None) == id(None), chr(65), ord("a"), bin(5), hex(255), oct(8), ascii("é"), repr("x"), format(3.14159, ".2f"))
+print(sorted({3: "c", 1: "a"}.items()), list(zip([1, 2], "ab", strict=True)), dict(a=1), tuple("ab"), list(enumerate("ab", 1)))
+print(bytes([65, 66]), bytearray(b"x") + b"y", "abc".encode(), b"\xc3\xa9".decode(), slice(1, 3), hasattr([], "append"), dir([])[:0])

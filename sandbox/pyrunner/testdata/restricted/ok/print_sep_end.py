@@ -1,0 +1,6 @@
+print("a", "b", "c", sep="|", end="!\n")
+print(1, 2, sep="")
+print("no newline", end="")
+print()
+print(*range(3), sep=", ")
+print("x", flush=True)
