@@ -3467,7 +3467,11 @@ def _main():
 def _preload(cfg):
     """Import the config's preload modules as the runner's own, before the
     hook: the program finds them loaded, as after its own import. Go
-    checked that the allowlist allows each."""
+    checked that the allowlist allows each. In restricted mode,
+    RestrictedPython's compiler first (restricted.py): a sandbox started
+    ahead of its program has it loaded too."""
+    if cfg.restricted:
+        _load_restricted(cfg)
     for name in cfg.preload:
         try:
             _real_import(name)

@@ -18,6 +18,7 @@ from .ending import _end, _exit_code, _freeze
 from .jsonw import _dumps
 from .mplcache import _seed_matplotlib
 from .report import _Report
+from .restricted import _load_restricted
 from .session import _read_program, _session, _take_stdin
 from .static import _static
 from .tracebacks import _print_exception
@@ -65,7 +66,11 @@ def _main():
 def _preload(cfg):
     """Import the config's preload modules as the runner's own, before the
     hook: the program finds them loaded, as after its own import. Go
-    checked that the allowlist allows each."""
+    checked that the allowlist allows each. In restricted mode,
+    RestrictedPython's compiler first (restricted.py): a sandbox started
+    ahead of its program has it loaded too."""
+    if cfg.restricted:
+        _load_restricted(cfg)
     for name in cfg.preload:
         try:
             _real_import(name)
