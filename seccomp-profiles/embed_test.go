@@ -44,8 +44,15 @@ func TestCompiled(t *testing.T) {
 	var filters []string
 	for _, name := range Names() {
 		// Each profile and its variants (sandbox/seccomp.LoopbackSuffix,
-		// ProxySuffix).
-		filters = append(filters, name, name+"+loopback", name+"+proxy")
+		// ProxySuffix), and for default, which allows processes, each of
+		// those with NoProcSuffix.
+		these := []string{name, name + "+loopback", name + "+proxy"}
+		filters = append(filters, these...)
+		if name == "default" {
+			for _, f := range these {
+				filters = append(filters, f+"+noproc")
+			}
+		}
 	}
 	for _, name := range filters {
 		f, ok := Compiled(name)

@@ -6,16 +6,19 @@ import "embed"
 
 // goldenFiles holds the built-in profiles compiled for amd64.
 //
-//go:embed default.amd64.bpf default+loopback.amd64.bpf default+proxy.amd64.bpf strict.amd64.bpf strict+loopback.amd64.bpf strict+proxy.amd64.bpf
+//go:embed default.amd64.bpf default+loopback.amd64.bpf default+loopback+noproc.amd64.bpf default+noproc.amd64.bpf default+proxy.amd64.bpf default+proxy+noproc.amd64.bpf strict.amd64.bpf strict+loopback.amd64.bpf strict+proxy.amd64.bpf
 var goldenFiles embed.FS
 
 // goldens describes each file of goldenFiles, by filter name (a profile,
 // or one of its variants).
 var goldens = map[string]golden{
-	"default":          {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
-	"default+loopback": {file: "default+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
-	"default+proxy":    {file: "default+proxy.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
-	"strict":           {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
-	"strict+loopback":  {file: "strict+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
-	"strict+proxy":     {file: "strict+proxy.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
+	"default":                 {file: "default.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+loopback":        {file: "default+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+loopback+noproc": {file: "default+loopback+noproc.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+noproc":          {file: "default+noproc.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+proxy":           {file: "default+proxy.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"default+proxy+noproc":    {file: "default+proxy+noproc.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "6bf727c677082582ed487920684397b1b398b1607c0e21c498f8af7bad61fd05"},
+	"strict":                  {file: "strict.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
+	"strict+loopback":         {file: "strict+loopback.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
+	"strict+proxy":            {file: "strict+proxy.amd64.bpf", arch: "SCMP_ARCH_X86_64", profileSHA256: "a602993a33f01f63b4e2fe321aa6f008984565dafafa6c519e299a5b234c7d0a"},
 }

@@ -300,8 +300,8 @@ time.sleep(3)
 				t.Errorf("the run's reaper is %q, want the stand-alone %s", reaperExe, init)
 			}
 			sb := o.res.Sandbox
-			if sb == nil || !sb.Rootless || sb.HostIDs != tc.hostIDs || len(sb.Namespaces) != 7 || sb.Seccomp != "default" {
-				t.Errorf("sandbox %+v, want rootless, host_ids %s, seven namespaces, seccomp default", sb, tc.hostIDs)
+			if sb == nil || !sb.Rootless || sb.HostIDs != tc.hostIDs || len(sb.Namespaces) != 7 || sb.Seccomp != "default+noproc" {
+				t.Errorf("sandbox %+v, want rootless, host_ids %s, seven namespaces, seccomp default+noproc", sb, tc.hostIDs)
 			}
 			if !delegatedCgroup() && (sb == nil || sb.Cgroup != result.CgroupNone) {
 				t.Errorf("sandbox.cgroup %v without a delegated cgroup, want none", sb)

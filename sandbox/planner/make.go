@@ -134,6 +134,12 @@ func protections(pl *plan.Plan, p *policies.Policy, h plan.Host) error {
 			case pl.Network != nil:
 				pl.Seccomp += seccomp.ProxySuffix
 			}
+			// No new processes, when the Python layer denies them all.
+			filter, err := noProc(p, pl.Seccomp)
+			if err != nil {
+				return refuse("sandbox.seccomp", err.Error())
+			}
+			pl.Seccomp = filter
 		case p.Requires(hostcheck.Seccomp):
 			return refuse("seccomp", h.Seccomp.Why)
 		}

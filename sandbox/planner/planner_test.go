@@ -70,6 +70,11 @@ var goldenCases = []struct {
 	// seccomp by the planner itself (Unmet is nil here).
 	{"memfd-required-bare-host", "testdata/memfd-required.toml", Flags{}, bareHost},
 	{"memfd-required", "testdata/memfd-required.toml", Flags{}, fullHost},
+	// Every process-creation event denied (default, datasci, loopback,
+	// allowlist have the +noproc filter): not so with one allowed, and a
+	// user's profile is left as it is.
+	{"subprocess", "testdata/subprocess.toml", Flags{}, fullHost},
+	{"custom-noproc", "testdata/custom-noproc.toml", Flags{}, fullHost},
 	// Required landlock on a host without it: refused.
 	{"custom-no-landlock", "testdata/custom.toml", Flags{}, plan.Host{Seccomp: plan.Feature{OK: true}, Landlock: plan.Landlock{Why: "function not implemented"}, Cgroup: plan.Feature{OK: true}}},
 }

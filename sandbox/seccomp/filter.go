@@ -18,8 +18,8 @@ import (
 //   - "none": nil and no error. The policy asks for no filter; the caller
 //     must not read a nil Program as a failure to load one.
 //   - A built-in profile ("default", "strict") or one of its variants
-//     ("default+loopback", "default+proxy": see LoopbackSuffix and
-//     ProxySuffix): the filter compiled at
+//     ("default+loopback", "default+proxy", "default+proxy+noproc": see
+//     LoopbackSuffix, ProxySuffix and NoProcSuffix): the filter compiled at
 //     build time for this architecture (seccompprofiles.Compiled): no
 //     parsing, no libseccomp, no disk. Before use, the golden must have
 //     been compiled from the very profile this binary embeds (else the
@@ -72,10 +72,7 @@ func loadBuiltin(name string, compiled func(string) (seccompprofiles.Filter, boo
 		return p.Compile()
 	}
 	// A variant is compiled from its base profile's JSON.
-	base := name
-	if b, _, ok := variantOf(name); ok {
-		base = b
-	}
+	base := baseOf(name)
 	data, err := seccompprofiles.Read(base)
 	if err != nil {
 		return nil, fmt.Errorf("load seccomp profile %q: %w", name, err)

@@ -60,10 +60,18 @@ func (a action) String() string {
 
 // Load reads and validates a profile: "default" and "strict" are the
 // built-in profiles (seccomp-profiles/), "default+loopback",
-// "strict+proxy" and the like the same with WithVariant, an absolute path
+// "strict+proxy" and the like the same with WithVariant, those ending in
+// NoProcSuffix the same with WithoutProcesses, an absolute path
 // is a file. A problem in the profile itself is a *ProfileError naming the
 // file, the line and the culprit.
 func Load(nameOrPath string) (*Profile, error) {
+	if from, ok := noProcOf(nameOrPath); ok {
+		p, err := Load(from)
+		if err != nil {
+			return nil, err
+		}
+		return p.WithoutProcesses()
+	}
 	if base, suffix, ok := variantOf(nameOrPath); ok {
 		p, err := Load(base)
 		if err != nil {

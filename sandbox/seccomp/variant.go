@@ -109,6 +109,9 @@ func (p *Profile) WithVariant(suffix string) (*Profile, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("seccomp profile %s: no variant %q (one of %s)", p.Name, suffix, strings.Join(variantSuffixes(), ", "))
 	}
+	if strings.HasSuffix(p.Name, NoProcSuffix) {
+		return nil, fmt.Errorf("seccomp profile %s: cannot add %s after %s: %s comes last", p.Name, suffix, NoProcSuffix, NoProcSuffix)
+	}
 	for _, v := range variants {
 		if strings.HasSuffix(p.Name, v.suffix) {
 			return nil, fmt.Errorf("seccomp profile %s: already the %s variant, cannot add %s: variants do not stack (a variant added twice either)", p.Name, v.suffix, suffix)
@@ -161,14 +164,21 @@ func variantOf(name string) (base, suffix string, ok bool) {
 }
 
 // Builtins lists the built-in filters a policy can select, sorted: each
-// built-in profile and each of its variants. seccomp-profiles/gen
+// built-in profile and each of its variants, and for a profile that
+// allows processes each of those with NoProcSuffix. seccomp-profiles/gen
 // compiles a golden for each.
 func Builtins() []string {
 	var names []string
 	for _, n := range seccompprofiles.Names() {
-		names = append(names, n)
+		these := []string{n}
 		for _, v := range variants {
-			names = append(names, n+v.suffix)
+			these = append(these, n+v.suffix)
+		}
+		names = append(names, these...)
+		if slices.Contains(noProcProfiles, n) {
+			for _, t := range these {
+				names = append(names, t+NoProcSuffix)
+			}
 		}
 	}
 	slices.Sort(names)
@@ -189,11 +199,15 @@ func RefusesMemfd(profile string) bool { return IsBuiltin(profile) }
 // RefusesIPSockets reports whether the filter a run loads for profile (a
 // name from Builtins, an absolute path, or "none") is known to refuse
 // every AF_INET and AF_INET6 socket, whatever the other arguments: a
-// built-in profile does, its variants do not (each allows some), and
+// built-in profile does (and its NoProcSuffix variant), its socket
+// variants do not (each allows some), and
 // neither does a profile of the user's own, which is not analysed, or
 // "none". On cgroup v1 a run whose program can make TCP or UDP sockets
 // needs room for their buffers (cgroup.Limits.SocketBytes); one for which
 // this is true needs none (TestRefusesIPSockets proves it on the plans).
 func RefusesIPSockets(profile string) bool {
+	if from, ok := noProcOf(profile); ok {
+		profile = from
+	}
 	return slices.Contains(seccompprofiles.Names(), profile)
 }

@@ -11,12 +11,14 @@ import (
 // TestBuiltins: each built-in profile and each of its variants, and
 // nothing else, is a built-in filter; variants do not stack.
 func TestBuiltins(t *testing.T) {
-	want := []string{"default", "default+loopback", "default+proxy", "strict", "strict+loopback", "strict+proxy"}
+	want := []string{"default", "default+loopback", "default+loopback+noproc", "default+noproc", "default+proxy", "default+proxy+noproc",
+		"strict", "strict+loopback", "strict+proxy"}
 	if got := Builtins(); !slices.Equal(got, want) {
 		t.Fatalf("Builtins() = %v, want %v", got, want)
 	}
 	for _, name := range []string{"", "none", "+loopback", "+proxy", "default+loopback+loopback", "default+proxy+loopback",
-		"default+loopback+proxy", "default+proxy+proxy", "/etc/p.json+loopback", "/etc/p.json+proxy", "missing+proxy", "default+udp"} {
+		"default+loopback+proxy", "default+proxy+proxy", "/etc/p.json+loopback", "/etc/p.json+proxy", "missing+proxy", "default+udp",
+		"+noproc", "strict+noproc", "strict+proxy+noproc", "default+noproc+noproc", "default+noproc+proxy", "/etc/p.json+noproc"} {
 		if IsBuiltin(name) {
 			t.Errorf("IsBuiltin(%q) = true", name)
 		}

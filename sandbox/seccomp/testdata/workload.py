@@ -1,8 +1,9 @@
 """A normal CPython workload, run under the compiled filter by
 TestKernelWorkload: python3 workload.py FILTER, FILTER being a built-in
 filter: "default", "strict", or either with "+loopback" (AF_INET and
-AF_INET6 sockets allowed) or "+proxy" (TCP sockets only). Every section
-must pass under its filter.
+AF_INET6 sockets allowed) or "+proxy" (TCP sockets only), and "default"
+variants with a last "+noproc" (no new processes, threads only). Every
+section must pass under its filter.
 
 Each section prints "ok NAME"; any failure raises and exits non-zero.
 numpy is optional (not every host has it): its section then prints
@@ -38,9 +39,11 @@ import time
 import zlib
 
 FILTER = sys.argv[1] if len(sys.argv) > 1 else "default"
-PROFILE, _, VARIANT = FILTER.partition("+")
-LOOPBACK = VARIANT == "loopback"
-PROXY = VARIANT == "proxy"
+PROFILE, *VARIANTS = FILTER.split("+")
+LOOPBACK = "loopback" in VARIANTS
+PROXY = "proxy" in VARIANTS
+# Whether the filter lets the program start processes.
+PROCESSES = PROFILE == "default" and "noproc" not in VARIANTS
 
 
 def ok(name):
@@ -119,7 +122,7 @@ async def asyncio_main(tmp):
     server.close()
     await server.wait_closed()
     await asyncio.sleep(0.01)
-    if PROFILE == "default":
+    if PROCESSES:
         proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
         assert await proc.wait() == 0
 
@@ -323,15 +326,16 @@ def section_denied():
         expect_errno(errno.EPERM, socket.socket, socket.AF_INET, socket.SOCK_STREAM, 262)  # IPPROTO_MPTCP
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, socket.IPPROTO_TCP):
             pass
-    if PROFILE == "strict":
+    if not PROCESSES:
         expect_errno(errno.EPERM, os.fork)
         expect_errno(errno.EPERM, subprocess.run, [sys.executable, "-c", "pass"])
+        expect_errno(errno.EPERM, os.posix_spawn, sys.executable, [sys.executable, "-c", "pass"], os.environ)
     ok("denied")
 
 
 def main():
     section_threads()
-    if PROFILE == "default":
+    if PROCESSES:
         section_fork()
     section_asyncio()
     section_denied()
