@@ -254,7 +254,9 @@ var schema = []Key{
 		Name: "sandbox.seccomp", Required: true, Example: `"default"`,
 		Doc: "The seccomp profile applied right before the interpreter starts: `none`, a built-in profile " +
 			"(`seccomp-profiles/`) or the absolute path of an OCI runtime-spec seccomp JSON file. " +
-			"`\"none\"` cannot be combined with `\"seccomp\"` in `sandbox.require`.",
+			"`\"none\"` cannot be combined with `\"seccomp\"` in `sandbox.require`. A policy whose " +
+			"`allowlist.deny_events` denies every process-creation event gets the built-in profile's " +
+			"no-process variant ([seccomp.md](seccomp.md#no-process-variants)); a profile file is used as it is.",
 		field: func(p *Policy) any { return &p.Sandbox.Seccomp },
 		allowed: func() string {
 			return `"none", a built-in profile (` + strings.Join(seccompprofiles.Names(), ", ") +

@@ -36,8 +36,10 @@ type Plan struct {
 	// (the host lacks one and the policy does not require it).
 	Cgroup *cgroup.Limits `json:"cgroup"`
 	// Seccomp is the filter to load: a built-in name (with
-	// seccomp.LoopbackSuffix for a policy's loopback_sockets) or an
-	// absolute path; "" for none.
+	// seccomp.LoopbackSuffix for a policy's loopback_sockets or
+	// seccomp.ProxySuffix for its network allowlist, then
+	// seccomp.NoProcSuffix when it denies every process-creation event)
+	// or an absolute path; "" for none.
 	Seccomp string `json:"seccomp"`
 	// MemfdNoexec is what keeps the program from executing a file it
 	// makes in memory, as the result reports it: result.MemfdNoexecSeccomp

@@ -5,27 +5,16 @@ import (
 	"slices"
 
 	"github.com/nsbox/nsbox/policies"
+	"github.com/nsbox/nsbox/sandbox/pyrunner"
 	"github.com/nsbox/nsbox/sandbox/seccomp"
 )
-
-// ProcessEvents are the audit events that start a new process. A policy
-// whose allowlist.deny_events holds every one means its program runs no
-// other process; the audit hook alone cannot hold that (a fresh built-in
-// _posixsubprocess, made through importlib's BuiltinImporter, forks with
-// no event), so the plan then has the kernel refuse it too: see noProc.
-// pyrunner's DefaultDenyEvents and StrictDenyEvents hold them all
-// (TestProcessEventsInDenyLists).
-var ProcessEvents = []string{
-	"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-	"os.fork", "os.forkpty",
-}
 
 // isBuiltinFilter is seccomp.IsBuiltin; a test replaces it to see noProc
 // refuse a built-in filter with no +noproc variant.
 var isBuiltinFilter = seccomp.IsBuiltin
 
 // noProc returns the filter a run loads: filter itself, or, when the
-// policy denies every one of ProcessEvents and filter is a built-in one
+// policy denies every one of pyrunner.ProcessEvents and filter is a built-in one
 // that allows new processes, its variant that refuses them in the kernel
 // (seccomp.NoProcSuffix). A profile of the user's own (a path) is left as
 // it is: nsbox does not rewrite it. Fail closed: a built-in filter that
@@ -35,7 +24,7 @@ func noProc(p *policies.Policy, filter string) (string, error) {
 	if !isBuiltinFilter(filter) || seccomp.RefusesProcesses(filter) {
 		return filter, nil
 	}
-	for _, e := range ProcessEvents {
+	for _, e := range pyrunner.ProcessEvents {
 		if !slices.Contains(p.Allowlist.DenyEvents, e) {
 			return filter, nil
 		}

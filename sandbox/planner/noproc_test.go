@@ -12,15 +12,27 @@ import (
 	"github.com/nsbox/nsbox/sandbox/seccomp"
 )
 
-// TestProcessEventsInDenyLists: the runner's deny lists for default and
-// strict hold every process-creation event, so the shipped policies that
-// use them get the +noproc filter (the goldens show it).
+// TestProcessEventsInDenyLists: the shipped policies that run untrusted
+// code deny every process-creation event (pyrunner's deny lists are built
+// from pyrunner.ProcessEvents; this catches a policy file edited away
+// from them), so their plans load a filter that refuses new processes.
 func TestProcessEventsInDenyLists(t *testing.T) {
-	for name, list := range map[string][]string{"DefaultDenyEvents": pyrunner.DefaultDenyEvents, "StrictDenyEvents": pyrunner.StrictDenyEvents} {
-		for _, e := range ProcessEvents {
-			if !slices.Contains(list, e) {
-				t.Errorf("pyrunner.%s lacks %q", name, e)
+	for _, name := range []string{"strict", "default", "datasci", "datasci-min", "web"} {
+		p, err := policies.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range pyrunner.ProcessEvents {
+			if !slices.Contains(p.Allowlist.DenyEvents, e) {
+				t.Errorf("policy %s: allowlist.deny_events lacks %q", name, e)
 			}
+		}
+		pl, err := Make(p, Flags{}, fullHost)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !seccomp.RefusesProcesses(pl.Seccomp) {
+			t.Errorf("policy %s: filter %q allows new processes", name, pl.Seccomp)
 		}
 	}
 }
@@ -37,7 +49,7 @@ func TestShippedPoliciesNoProc(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		denies := !slices.ContainsFunc(ProcessEvents, func(e string) bool { return !slices.Contains(p.Allowlist.DenyEvents, e) })
+		denies := !slices.ContainsFunc(pyrunner.ProcessEvents, func(e string) bool { return !slices.Contains(p.Allowlist.DenyEvents, e) })
 		if denies && !seccomp.RefusesProcesses(pl.Seccomp) {
 			t.Errorf("%s denies every process-creation event, its filter %q does not refuse processes", name, pl.Seccomp)
 		}

@@ -178,13 +178,23 @@ var DefaultDenyBuiltins = []string{"open"}
 // StrictDenyEvents: processes, sockets, native code, hand-made code
 // objects (crafted bytecode), and tracing (frames to a callback). None is
 // raised by StrictAllow's modules in normal use.
-var StrictDenyEvents = []string{
-	"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-	"os.fork", "os.forkpty", "os.kill", "os.killpg",
+var StrictDenyEvents = append(slices.Clone(ProcessEvents),
+	"os.kill", "os.killpg",
 	"socket.__new__", "socket.connect", "socket.bind",
 	"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
 	"code.__new__", "sys.settrace", "sys.setprofile",
 	"sqlite3.enable_load_extension", "sqlite3.load_extension",
+)
+
+// ProcessEvents are the audit events that start a new process, first in
+// both deny lists. A policy that denies every one runs no other process;
+// the audit hook alone cannot hold that (a fresh built-in
+// _posixsubprocess, made through importlib's BuiltinImporter, forks with
+// no event), so the planner then has the kernel refuse it too
+// (seccomp.NoProcSuffix).
+var ProcessEvents = []string{
+	"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+	"os.fork", "os.forkpty",
 }
 
 // DefaultDenyEvents: process creation and SQLite extensions (native
@@ -196,11 +206,9 @@ var StrictDenyEvents = []string{
 // socket.connect, socket.bind and socket.sendto would refuse only the
 // AF_UNIX sockets the kernel allows, and socket.__new__ asyncio's
 // socketpair.
-var DefaultDenyEvents = []string{
-	"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-	"os.fork", "os.forkpty",
+var DefaultDenyEvents = append(slices.Clone(ProcessEvents),
 	"sqlite3.enable_load_extension", "sqlite3.load_extension",
-}
+)
 
 func merged(lists ...[]string) []string {
 	var out []string
