@@ -28,7 +28,8 @@
 //	network.py     the network check under a proxy (Config.Proxy)
 //	guard.py       the audit hook and the run-time checks; the invariants
 //	views.py       what the program is handed: __import__, stubs, module views
-//	restricted.py  python.mode "restricted": RestrictedPython's compiler, the guards
+//	restricted.py  python.mode "restricted": RestrictedPython's compiler with nsbox's rules
+//	restricted_guards.py  its guards and builtins, what the compiled program calls
 //	tracebacks.py  tracebacks without the runner's frames
 //	arm.py         arming the guard before the program (a run, a session)
 //	display.py     display outputs: a final expression's value, figures

@@ -2085,10 +2085,10 @@ def _view_set(view, name, value, delete):
 # ----------------------------------------------------------------------
 # runner/restricted.py
 
-"""Restricted mode (python.mode "restricted"): the program compiled by
-RestrictedPython, its attribute reads and writes, item access, iteration,
-unpacking, augmented assignment and print rewritten into calls of the
-guards below, which this module supplies with the program's builtins.
+"""Restricted mode (python.mode "restricted"), its compiler: the program
+compiled by RestrictedPython, its attribute reads and writes, item
+access, iteration, unpacking, augmented assignment and print rewritten
+into calls of the guards (restricted_guards.py).
 
 The static check (static.py) still reports imports and denied builtins;
 RestrictedPython's compiler, with nsbox's rules (_policy_class), reports
@@ -2097,16 +2097,7 @@ audit hook (guard.py) still watches the run. RestrictedPython is the
 runner's own library: imported from the root's private directory
 (config restricted_lib, Go's pyrunner.LibDir), before the hook, and
 dropped from sys.modules again, so the program cannot import it.
-
-What the guards hold: no attribute starting with "_" but READ_DUNDERS;
-no frame, code object or traceback, by name or by type; no mro(); no
-metaclass but the stand-in for type (_Type: one argument only); modules
-only as views (views.py) the allowlist allows; str.format and format_map,
-string.Formatter, operator.attrgetter and methodcaller,
-functools.update_wrapper and wraps, and typing.get_origin only through
-the same rules; writes refused to modules and to classes the program did
-not create.
-tests/test_restricted.py and Go's restricted_test.go are the checks.
+Go's restricted_test.go and restricted_escape_test.go are the checks.
 """
 
 # Dunder attributes the program may read: names, docs, the class (through
@@ -2146,40 +2137,6 @@ REFUSED_ATTRS = frozenset((
     "gi_yieldfrom", "cr_await", "cr_frame", "cr_code", "cr_origin", "ag_await",
     "ag_frame", "ag_code"))
 FORMAT_ATTRS = frozenset(("format", "format_map"))
-# The real callables the guards use, bound now (guard.py, invariant 1).
-_real_getattr = getattr
-_real_setattr = setattr
-_real_delattr = delattr
-_real_dir = dir
-_real_vars = vars
-_real_print = print
-_real_type = type
-_real_iter = iter
-_real_build_class = builtins.__build_class__
-_str_format = str.format
-_str_format_map = str.format_map
-_formatter_parser = _string.formatter_parser
-_FrameType = type(sys._getframe())
-_CodeType = type(_fail.__code__)
-_BuiltinMethod = type([].append)
-
-
-def _traceback_type():
-    try:
-        raise TypeError
-    except TypeError as e:
-        return type(e.__traceback__)
-
-
-_HIDDEN_TYPES = frozenset((_FrameType, _CodeType, _traceback_type()))
-# Values handed over without a look: nothing of these leads anywhere.
-_PLAIN_TYPES = frozenset((int, float, str, bool, bytes, complex, list, tuple, dict, set,
-                    frozenset, type(None), range, slice))
-_INPLACE = {"+=": _operator.iadd, "-=": _operator.isub, "*=": _operator.imul,
-            "/=": _operator.itruediv, "//=": _operator.ifloordiv, "%=": _operator.imod,
-            "**=": _operator.ipow, "<<=": _operator.ilshift, ">>=": _operator.irshift,
-            "|=": _operator.ior, "^=": _operator.ixor, "&=": _operator.iand,
-            "@=": _operator.imatmul}
 
 
 class _RP:
@@ -2220,7 +2177,6 @@ def _load_restricted(cfg):
         for name in [m for m in _modules if m not in before and m.startswith("RestrictedPython")]:
             del _modules[name]
     _RP.policy = _policy_class(tr, _real_import("ast"))
-    _RP.formatter = _formatter_class(_real_import("string"))
 
 
 def _policy_class(tr, ast):
@@ -2404,6 +2360,60 @@ def _name_in(detail):
 
 
 _Compilers.restricted = _compile_restricted
+
+
+# ----------------------------------------------------------------------
+# runner/restricted_guards.py
+
+"""Restricted mode's guards and builtins: what the program RestrictedPython
+compiled (restricted.py) calls for every attribute read and write, item
+access, iteration, unpacking, augmented assignment and print, and the
+builtins it runs with.
+
+What the guards hold: no attribute starting with "_" but READ_DUNDERS;
+no frame, code object or traceback, by name or by type; no mro(); no
+metaclass but the stand-in for type (_Type: one argument only); modules
+only as views (views.py) the allowlist allows; str.format and format_map,
+string.Formatter, operator.attrgetter and methodcaller,
+functools.update_wrapper and wraps, and typing.get_origin only through
+the same rules; writes refused to modules and to classes the program did
+not create.
+"""
+
+# The real callables the guards use, bound now (guard.py, invariant 1).
+_real_getattr = getattr
+_real_setattr = setattr
+_real_delattr = delattr
+_real_dir = dir
+_real_vars = vars
+_real_print = print
+_real_type = type
+_real_iter = iter
+_real_build_class = builtins.__build_class__
+_str_format = str.format
+_str_format_map = str.format_map
+_formatter_parser = _string.formatter_parser
+_FrameType = type(sys._getframe())
+_CodeType = type(_fail.__code__)
+_BuiltinMethod = type([].append)
+
+
+def _traceback_type():
+    try:
+        raise TypeError
+    except TypeError as e:
+        return type(e.__traceback__)
+
+
+_HIDDEN_TYPES = frozenset((_FrameType, _CodeType, _traceback_type()))
+# Values handed over without a look: nothing of these leads anywhere.
+_PLAIN_TYPES = frozenset((int, float, str, bool, bytes, complex, list, tuple, dict, set,
+                    frozenset, type(None), range, slice))
+_INPLACE = {"+=": _operator.iadd, "-=": _operator.isub, "*=": _operator.imul,
+            "/=": _operator.itruediv, "//=": _operator.ifloordiv, "%=": _operator.imod,
+            "**=": _operator.ipow, "<<=": _operator.ilshift, ">>=": _operator.irshift,
+            "|=": _operator.ior, "^=": _operator.ixor, "&=": _operator.iand,
+            "@=": _operator.imatmul}
 
 
 # The guards: what the rewritten program calls. Each refusal is reported
@@ -2782,6 +2792,8 @@ def _restricted_builtins(cfg, ub):
     Also the guarded gadgets the module views hand out (guard.py's
     _State.subst). Loads RestrictedPython first (before the hook)."""
     _load_restricted(cfg)
+    if _RP.formatter is None:
+        _RP.formatter = _formatter_class(_real_import("string"))
     b = dict(ub)
     for name in ("__loader__", "__spec__", "__package__"):
         b.pop(name, None)

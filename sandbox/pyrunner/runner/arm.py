@@ -11,7 +11,7 @@ from .guard import (RAW_MODULES, _RG, _State, _add_source, _core, _hook, _plant_
                     _record)
 from .network import NET_EVENTS
 from .report import _esc
-from .restricted import _restricted_builtins
+from .restricted_guards import _restricted_builtins
 from .views import (_FORMATTER, _attrgetter, _guard_import_module,
                     _guard_importlib_import, _methodcaller, _stub_posixsubprocess,
                     _user_builtins)
