@@ -96,7 +96,8 @@
 // each time they happen (col 0), the others de-duplicated by (kind, name,
 // line, col) and capped at MaxViolationLines. A line after the status
 // line that is not a valid report line was written by the program: the
-// first is recorded as a runtime violation named ForgedLine. When the
+// first is recorded as a runtime violation named ForgedLine (in a session,
+// the first while a cell runs, as that cell's: SessionReader). When the
 // runner must report a refusal but the report fd is no longer the report
 // pipe (the program closed or replaced it), it exits ExitPolicyViolation
 // with the reason on stderr. A program killed mid-run leaves a report

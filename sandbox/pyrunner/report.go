@@ -190,8 +190,11 @@ func (rep *Report) malformed() {
 		}
 	}
 	rep.Violations = append(rep.Violations, Violation{Kind: KindEvent, Name: ForgedLine,
-		Detail: "a line on the report channel that the runner did not write: the program wrote to it", Runtime: true})
+		Detail: forgedDetail, Runtime: true})
 }
+
+// forgedDetail is the Detail of a ForgedLine violation.
+const forgedDetail = "a line on the report channel that the runner did not write: the program wrote to it"
 
 func validStatic(s string) bool {
 	return s == StaticOK || s == StaticViolations || s == StaticSyntaxError

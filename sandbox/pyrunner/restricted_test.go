@@ -3,6 +3,7 @@ package pyrunner
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +94,13 @@ func TestRestrictedSession(t *testing.T) {
 	c = s.run("s = 'x'\n'{0.__class__.__base__}'.format(s)\n")
 	if c.Status == CellOK || len(c.violations) == 0 {
 		t.Errorf("format route in a cell: %s", c)
+	}
+	// A construct refused before the cell runs reaches the cell's
+	// violations through the session's reader, by its kind.
+	c = s.run("match p:\n    case _:\n        pass\n")
+	wantStatus(t, c, CellPolicyViolation)
+	if !slices.ContainsFunc(c.violations, func(v Violation) bool { return v.Kind == KindConstruct && v.Name == "match" }) {
+		t.Errorf("match in a cell: violations %+v", c.violations)
 	}
 	c = s.run("p.x * 2")
 	wantStatus(t, c, CellOK)

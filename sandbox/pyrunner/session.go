@@ -114,7 +114,9 @@ func (Violation) event() {}
 // event at a time. Lines the runner cannot have written (not JSON, an
 // unknown kind, too long, a status line out of place) are skipped and
 // counted in Malformed: a program allowed os can write the report fd, so
-// every event is the program's word (doc.go, Limits).
+// every event is the program's word (doc.go, Limits). The first such line
+// while a cell runs (after its static status line, before its cell line)
+// is also a runtime violation of that cell (ForgedLine), as in a run.
 type SessionReader struct {
 	br        *bufio.Reader
 	limit     int
@@ -122,6 +124,7 @@ type SessionReader struct {
 	cell      int  // the cell started last; -1 before any
 	static    bool // its static status line came
 	done      bool // its cell line came
+	forged    bool // its ForgedLine violation was returned
 }
 
 // NewSessionReader reads the report r of a runner started with a Config
@@ -167,18 +170,24 @@ type sessionLine struct {
 	Exception *result.Exception `json:"exception"`
 }
 
-// parse turns a line into its event, or nil (counted) for a bad one.
+// parse turns a line into its event, or nil (counted) for a bad one;
+// the first bad one while a cell runs is that cell's ForgedLine
+// violation.
 func (s *SessionReader) parse(line []byte, tooLong bool) Event {
 	var w sessionLine
-	if tooLong || json.Unmarshal(line, &w) != nil {
-		s.malformed++
-		return nil
+	var ev Event
+	if !tooLong && json.Unmarshal(line, &w) == nil {
+		ev = s.event(w, len(line))
 	}
-	ev := s.event(w, len(line))
-	if ev == nil {
-		s.malformed++
+	if ev != nil {
+		return ev
 	}
-	return ev
+	s.malformed++
+	if s.cell >= 0 && s.static && !s.done && !s.forged {
+		s.forged = true
+		return Violation{Kind: KindEvent, Name: ForgedLine, Detail: forgedDetail, Runtime: true}
+	}
+	return nil
 }
 
 func (s *SessionReader) event(w sessionLine, size int) Event {
@@ -204,7 +213,7 @@ func (s *SessionReader) event(w sessionLine, size int) Event {
 		if w.N == nil || inCell {
 			return nil
 		}
-		s.cell, s.static, s.done = *w.N, false, false
+		s.cell, s.static, s.done, s.forged = *w.N, false, false, false
 		return CellStart{N: *w.N}
 	case "cell":
 		if w.N == nil || !inCell || *w.N != s.cell || !validCell(w.Status) || !validOutputs(w.Outputs) {
@@ -213,7 +222,7 @@ func (s *SessionReader) event(w sessionLine, size int) Event {
 		s.done = true
 		return Cell{N: *w.N, Status: w.Status, ExitCode: w.ExitCode, Outputs: w.Outputs,
 			OutputsTruncated: w.Truncated, Exception: w.Exception}
-	case KindImport, KindBuiltin, KindEvent, KindAttribute, KindNetwork:
+	case KindImport, KindBuiltin, KindEvent, KindAttribute, KindNetwork, KindConstruct:
 		if !inCell || size > maxLine {
 			return nil
 		}

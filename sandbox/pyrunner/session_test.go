@@ -44,7 +44,8 @@ func TestSessionReader(t *testing.T) {
 {"kind":"cell","n":1,"status":"ok","outputs":[],"truncated":false}
 {"kind":"cell-start","n":1}
 {"kind":"import","name":"os","line":1,"col":0,"detail":"no"}
-{"static":"violations","count":1}
+{"kind":"construct","name":"match","line":2,"col":0,"detail":"no match"}
+{"static":"violations","count":2}
 {"static":"ok"}
 {"kind":"cell","n":2,"status":"ok","outputs":[],"truncated":false}
 {"kind":"cell","n":1,"status":"policy_violation","outputs":[],"truncated":false}
@@ -62,11 +63,16 @@ func TestSessionReader(t *testing.T) {
 `
 	evs, sr := readAll(t, in, 0)
 	three := 3
+	// The first line of a running cell's (after its status line) that
+	// the runner cannot have written is that cell's violation, once.
+	forged := Violation{Kind: KindEvent, Name: ForgedLine, Detail: forgedDetail, Runtime: true}
 	want := []Event{
 		Ready{},
 		CellStart{N: 1},
 		Violation{Kind: KindImport, Name: "os", Line: 1, Detail: "no"},
-		Static{Status: StaticViolations, Count: 1},
+		Violation{Kind: KindConstruct, Name: "match", Line: 2, Detail: "no match"},
+		Static{Status: StaticViolations, Count: 2},
+		forged,
 		Cell{N: 1, Status: CellPolicyViolation, Outputs: []result.Output{}},
 		CellStart{N: 2},
 		Static{Status: StaticOK},
@@ -77,6 +83,7 @@ func TestSessionReader(t *testing.T) {
 			Exception: &result.Exception{Name: "SystemExit", Value: "3"}},
 		CellStart{N: 3},
 		Static{Status: StaticSyntaxError, Line: 1, Col: 4, Detail: "SyntaxError: bad"},
+		forged,
 		Cell{N: 3, Status: CellSyntaxError, Outputs: []result.Output{}},
 	}
 	if !reflect.DeepEqual(evs, want) {
@@ -84,7 +91,8 @@ func TestSessionReader(t *testing.T) {
 	}
 	// A cell line before any cell, a second status line, a cell line for
 	// another cell, a second cell line, bad base64, an unknown status, an
-	// unknown output type.
+	// unknown output type (the second and the fifth are also the
+	// ForgedLine violations of cells 1 and 3).
 	if sr.Malformed() != 7 {
 		t.Errorf("malformed %d, want 7", sr.Malformed())
 	}
