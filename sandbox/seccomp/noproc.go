@@ -1,8 +1,6 @@
 package seccomp
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,29 +73,8 @@ func (p *Profile) WithoutProcesses() (*Profile, error) {
 	if strings.HasSuffix(p.Name, NoProcSuffix) {
 		return nil, fmt.Errorf("seccomp profile %s: already the %s variant", p.Name, NoProcSuffix)
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(noProcRules)))
-	dec.DisallowUnknownFields()
-	var jrs []jsonRule
-	if err := dec.Decode(&jrs); err != nil {
-		// A constant of this file: a failure is a bug here.
-		panic(fmt.Sprintf("seccomp: bug: %s rules: %v", NoProcSuffix, err))
-	}
-	src := p.Source + " with " + NoProcSuffix
-	rules := slices.DeleteFunc(slices.Clone(p.rules), func(r rule) bool { return slices.Contains(noProcSyscalls, r.syscall) })
-	for i, jr := range jrs {
-		rs, err := parseRule(jr, fmt.Sprintf("%s rules[%d]", NoProcSuffix, i), 0, []byte(noProcRules))
-		if err != nil {
-			return nil, &ProfileError{Source: src, Field: err.field, Err: err.err}
-		}
-		rules = append(rules, rs...)
-	}
-	q := *p
-	q.Name, q.rules = p.Name+NoProcSuffix, rules
-	var err error
-	if q.plan, err = plan(rules); err != nil {
-		return nil, &ProfileError{Source: src, Err: err}
-	}
-	return &q, nil
+	others := slices.DeleteFunc(slices.Clone(p.rules), func(r rule) bool { return slices.Contains(noProcSyscalls, r.syscall) })
+	return p.derive(NoProcSuffix, noProcRules, others)
 }
 
 // noProcOf reports whether name is a built-in filter with NoProcSuffix,

@@ -117,18 +117,26 @@ func (p *Profile) WithVariant(suffix string) (*Profile, error) {
 			return nil, fmt.Errorf("seccomp profile %s: already the %s variant, cannot add %s: variants do not stack (a variant added twice either)", p.Name, v.suffix, suffix)
 		}
 	}
-	v := variants[i]
-	dec := json.NewDecoder(bytes.NewReader([]byte(v.rules)))
+	return p.derive(suffix, variants[i].rules, slices.Clone(p.rules))
+}
+
+// derive returns a copy of p named p.Name+suffix whose rules are base (p's
+// own, or what is left of them) followed by the rules in rulesJSON, a
+// constant in the profile format checked by the same parser as a
+// profile's rules; p is unchanged. A profile the result does not plan is
+// an error.
+func (p *Profile) derive(suffix, rulesJSON string, base []rule) (*Profile, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(rulesJSON)))
 	dec.DisallowUnknownFields()
 	var jrs []jsonRule
 	if err := dec.Decode(&jrs); err != nil {
-		// A constant of this file: a failure is a bug here.
+		// A constant of this package: a failure is a bug here.
 		panic(fmt.Sprintf("seccomp: bug: %s rules: %v", suffix, err))
 	}
 	src := p.Source + " with " + suffix
-	rules := slices.Clone(p.rules)
+	rules := base
 	for i, jr := range jrs {
-		rs, err := parseRule(jr, fmt.Sprintf("%s rules[%d]", suffix, i), 0, []byte(v.rules))
+		rs, err := parseRule(jr, fmt.Sprintf("%s rules[%d]", suffix, i), 0, []byte(rulesJSON))
 		if err != nil {
 			return nil, &ProfileError{Source: src, Field: err.field, Err: err.err}
 		}
